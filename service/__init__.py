@@ -1,0 +1,46 @@
+"""longtools: an MCP server (2026-07-28, stateless Streamable HTTP) for long-running tools.
+
+The public API for running the service and for writing quick tools::
+
+    from service import Registry, Round, ToolError, elicit
+
+    registry = Registry()
+
+    @registry.tool("greet", input=GreetInput, output=GreetOutput)
+    async def greet(args: GreetInput, rnd: Round) -> ToolReturn:
+        answer = rnd.elicited("name", NameForm)
+        if answer is None:
+            return rnd.ask({"name": elicit("Your name?", NameForm)})
+        ...
+"""
+
+from service._app import create_app
+from service._registry import (
+    Prompt,
+    Registry,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    ToolError,
+    ToolReturn,
+)
+from service._round import Elicited, InputRequest, Round, elicit, list_roots, sample
+from service._settings import Settings
+
+__all__ = [
+    "Elicited",
+    "InputRequest",
+    "Prompt",
+    "Registry",
+    "Resource",
+    "ResourceTemplate",
+    "Round",
+    "Settings",
+    "Tool",
+    "ToolError",
+    "ToolReturn",
+    "create_app",
+    "elicit",
+    "list_roots",
+    "sample",
+]

@@ -1,0 +1,65 @@
+"""``create_app(settings)``: the FastAPI application with the MCP endpoint mounted. API process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
+
+from service._http import McpGate
+from service._mcp import build_server
+from service._registry import Registry
+from service._settings import Settings
+from service.tools import default_registry
+
+_LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
+_LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def longtools_version() -> str:
+    try:
+        return package_version("longtools")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0.0.0"
+
+
+def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
+    """The API process's ASGI app: ``POST /mcp`` plus ``GET /healthz``. No side effects until served."""
+    registry = registry if registry is not None else default_registry(settings)
+    server = build_server(settings, registry, version=longtools_version())
+    # Behind a proxy the public host name must be listed; the guard still refuses every other Host.
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*_LOOPBACK_HOSTS, *settings.allowed_hosts],
+        allowed_origins=[*_LOOPBACK_ORIGINS, *settings.allowed_origins],
+    )
+    # Builds the SDK's session manager; its Starlette app is not used, only the manager's handler.
+    server.streamable_http_app(transport_security=security, max_request_body_size=settings.max_body_bytes)
+    manager = server.session_manager
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with manager.run():
+            app.state.ready = True
+            yield
+            app.state.ready = False
+
+    app = FastAPI(title="longtools", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.ready = False
+    app.state.settings = settings
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        if not app.state.ready:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    gate = McpGate(manager.handle_request, security, max_body_bytes=settings.max_body_bytes)
+    app.router.routes.append(Route("/mcp", endpoint=gate))
+    return app

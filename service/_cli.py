@@ -1,0 +1,137 @@
+"""The ``longtools`` command line. Runs in the foreground process it was started in."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import secrets
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import structlog
+import typer
+import uvicorn
+from pydantic import ValidationError
+
+from service._app import create_app
+from service._logging import configure_logging
+from service._settings import Settings
+
+cli = typer.Typer(
+    name="longtools",
+    help="An MCP server (2026-07-28, stateless Streamable HTTP) for long-running tools.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+log = structlog.get_logger("longtools.cli")
+
+
+@cli.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind [env LONGTOOLS_HOST, default 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one [default 8000].")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Directory for local state [env LONGTOOLS_DATA_DIR, default .longtools].")
+    ] = None,
+    conformance_fixtures: Annotated[
+        bool | None,
+        typer.Option(
+            "--conformance-fixtures/--no-conformance-fixtures",
+            help="Also serve the official conformance suite's fixtures (off by default).",
+        ),
+    ] = None,
+) -> None:
+    """Run the service until Ctrl-C or SIGTERM; prints the MCP URL once it accepts requests."""
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "host": host,
+            "port": port,
+            "data_dir": data_dir,
+            "conformance_fixtures": conformance_fixtures,
+        }.items()
+        if value is not None
+    }
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        _fail(f"invalid configuration: {_first_error(exc)}")
+    configure_logging(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app = create_app(settings)
+    server = _Server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            lifespan="on",
+            timeout_graceful_shutdown=10,
+        )
+    )
+    code = asyncio.run(_serve(server, settings.host))
+    raise typer.Exit(code)
+
+
+@cli.command()
+def keygen() -> None:
+    """Print a new requestState key (for LONGTOOLS_STATE_KEYS)."""
+    typer.echo(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+
+
+async def _serve(server: _Server, host: str) -> int:
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            break
+        await asyncio.sleep(0.02)
+    if server.started:
+        port = server.servers[0].sockets[0].getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        print(f"longtools serving MCP at http://{shown}:{port}/mcp", flush=True)  # noqa: T201
+    try:
+        await task
+    except SystemExit as exc:  # uvicorn exits this way when it cannot bind
+        return exc.code if isinstance(exc.code, int) else 1
+    if not server.started:
+        return 1
+    log.info("stopped")
+    return 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, minus re-raising the caught signal at exit: a stop asked for is a clean exit 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(part) for part in err["loc"])
+    return f"{where}: {err['msg']}" if where else str(err["msg"])
+
+
+def _fail(message: str) -> Any:
+    typer.echo(f"longtools: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def main() -> None:
+    try:
+        cli()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,175 @@
+"""The HTTP edge of ``POST /mcp``: what the SDK's dual-era transport would do differently. API process.
+
+longtools is modern-only (2026-07-28). The SDK's session manager would hand a request with no
+``MCP-Protocol-Version`` or with a handshake-era version to its legacy, session-keeping path, and
+a GET there opens a standalone stream. This gate answers those itself, exactly as the spec asks
+of a modern-only server, and writes the one log event per request.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Final
+
+import structlog
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp_types import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service._logging import bind_request_info
+
+log = structlog.get_logger("longtools.http")
+
+_VERSION_HEADER: Final = b"mcp-protocol-version"
+
+
+class McpGate:
+    """Pure ASGI wrapper around the SDK's streamable-HTTP handler for one endpoint."""
+
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings, *, max_body_bytes: int) -> None:
+        self._app = app
+        self._security = TransportSecurityMiddleware(security)
+        self._max_body = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        info: dict[str, Any] = {
+            "method": _latin1(headers.get(b"mcp-method")),
+            "tool": _latin1(headers.get(b"mcp-name")),
+        }
+        bind_request_info(info)
+        started = time.perf_counter()
+        status: list[int] = [0]
+
+        async def send_and_watch(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body" and status[0] >= 400 and "outcome" not in info:
+                info["outcome"] = _error_outcome(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self._dispatch(scope, receive, send_and_watch, headers)
+        finally:
+            log.info(
+                "mcp_request",
+                http_method=scope["method"],
+                status=status[0],
+                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                **{key: value for key, value in info.items() if value is not None},
+            )
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]) -> None:
+        request = Request(scope, receive)
+        is_post = scope["method"] == "POST"
+        rejection = await self._security.validate_request(request, is_post=is_post)
+        if rejection is not None:
+            await rejection(scope, receive, send)
+            return
+        if not is_post:
+            # Modern Streamable HTTP is POST only: no GET stream, no DELETE of a session.
+            await Response(status_code=405, headers={"Allow": "POST"})(scope, receive, send)
+            return
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self._max_body:
+            await _jsonrpc_error(
+                send, scope, receive, 413, INVALID_REQUEST, f"Request body too large: at most {self._max_body} bytes"
+            )
+            return
+        version = headers.get(_VERSION_HEADER)
+        if version is not None and version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS:
+            await _unsupported_version(send, scope, receive, version.decode("latin-1"))
+            return
+        if version is None:
+            body, receive = await _buffer_body(receive, self._max_body)
+            if body is None:
+                await _jsonrpc_error(
+                    send, scope, receive, 413, INVALID_REQUEST, f"Request body too large: at most {self._max_body} bytes"
+                )
+                return
+            requested = _initialize_version(body)
+            if requested is not None:
+                # A legacy client's handshake: tell it which versions this server speaks.
+                await _unsupported_version(send, scope, receive, requested)
+                return
+            # Any other request without the header is a modern request missing it: an empty value
+            # keeps it on the SDK's modern path, whose ladder answers -32602 or -32020 as the spec says.
+            scope = {**scope, "headers": [*scope["headers"], (_VERSION_HEADER, b"")]}
+        await self._app(scope, receive, send)
+
+
+def _latin1(value: bytes | None) -> str | None:
+    return value.decode("latin-1") if value is not None else None
+
+
+def _error_outcome(body: bytes) -> str:
+    try:
+        code = json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return "rejected"
+    return f"error {code}"
+
+
+async def _jsonrpc_error(
+    send: Send, scope: Scope, receive: Receive, status: int, code: int, message: str, data: Any = None
+) -> None:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    await JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=status)(scope, receive, send)
+
+
+async def _unsupported_version(send: Send, scope: Scope, receive: Receive, requested: str) -> None:
+    await _jsonrpc_error(
+        send,
+        scope,
+        receive,
+        400,
+        UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+        {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
+    )
+
+
+def _initialize_version(body: bytes) -> str | None:
+    """The protocolVersion an ``initialize`` request asks for, or None if this is not one."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(decoded, dict) or decoded.get("method") != "initialize":
+        return None
+    params = decoded.get("params")
+    requested = params.get("protocolVersion") if isinstance(params, dict) else None
+    return requested if isinstance(requested, str) else ""
+
+
+async def _buffer_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
+    """Read the whole body (None past ``limit``) and return a receive that replays it."""
+    chunks = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.extend(message.get("body", b""))
+        if len(chunks) > limit:
+            return None, receive
+        if not message.get("more_body", False):
+            break
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": bytes(chunks), "more_body": False}
+        return await receive()
+
+    return bytes(chunks), replay

@@ -1,0 +1,330 @@
+"""The MCP protocol layer: the official SDK's low-level ``Server`` over a ``Registry``. API process.
+
+The low-level server is used rather than ``MCPServer`` because a longtools tool is a function of
+one pydantic input model (``MCPServer`` derives the schema from a function's parameters instead),
+and because later tools/call must also route to Temporal workflows. Everything on the wire
+(envelope, header ladder, error codes, requestState sealing) stays the SDK's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    BlobResourceContents,
+    CallToolRequestParams,
+    CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
+    Completion,
+    GetPromptRequestParams,
+    GetPromptResult,
+    InputRequiredResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    PromptReference,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    TextContent,
+    TextResourceContents,
+)
+from mcp_types import Prompt as WirePrompt
+from mcp_types import Resource as WireResource
+from mcp_types import ResourceTemplate as WireResourceTemplate
+from mcp_types import Tool as WireTool
+from pydantic import BaseModel, ValidationError
+
+from service._logging import request_info
+from service._registry import Registry, ResourceContent, Tool, ToolError
+from service._round import Round
+from service._settings import Settings
+
+log = structlog.get_logger("longtools.mcp")
+
+_MAX_COMPLETIONS = 100  # spec: at most 100 values per completion response
+
+
+def build_server(settings: Settings, registry: Registry, *, version: str) -> Server[Any]:
+    """A low-level SDK server answering from ``registry``, sealing state with the configured keys."""
+    handlers = _Handlers(registry)
+    server: Server[Any] = Server(
+        settings.server_name,
+        version=version,
+        get_tool_input_schema=handlers.tool_input_schema,
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+        on_list_prompts=handlers.list_prompts,
+        on_get_prompt=handlers.get_prompt,
+        on_list_resources=handlers.list_resources,
+        on_list_resource_templates=handlers.list_resource_templates,
+        on_read_resource=handlers.read_resource,
+        on_completion=handlers.complete,
+    )
+    # Outermost first: record the outcome, refuse oversized state before spending an AEAD open on
+    # it, then the SDK's boundary unseals inbound and seals outbound requestState.
+    server.middleware.append(_record_outcome)
+    server.middleware.append(_StateSizeLimit(settings.max_request_state_bytes))
+    server.middleware.append(RequestStateBoundary(state_security(settings), default_audience=settings.server_name))
+    return server
+
+
+def state_security(settings: Settings) -> RequestStateSecurity:
+    """The requestState policy: the configured key ring, or a loudly announced ephemeral key."""
+    keys = settings.state_key_ring()
+    if keys is None:
+        log.warning(
+            "state_keys_unset",
+            detail="LONGTOOLS_STATE_KEYS is not set: requestState is sealed with a key that lives only "
+            "in this process, so another replica or a restart rejects it. Set it for any deployment.",
+        )
+        keys = [os.urandom(32)]
+    return RequestStateSecurity(
+        keys=keys,
+        ttl=settings.state_ttl_s,
+        audience=settings.server_name,
+        # No authentication exists yet, so every caller is the same principal; binding a fixed
+        # value keeps the claim present so state minted under a future principal cannot cross.
+        bind_principal=_principal,
+    )
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> str:
+    return "anonymous"
+
+
+async def _record_outcome(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Note the JSON-RPC outcome for the one log event the HTTP layer writes per request."""
+    info = request_info()
+    try:
+        result = await call_next(ctx)
+    except MCPError as exc:
+        info["outcome"] = f"error {exc.error.code}"
+        raise
+    except ValidationError:
+        info["outcome"] = "error invalid params"
+        raise
+    if isinstance(result, dict):
+        outcome = result.get("resultType") or "complete"
+        if result.get("isError"):
+            outcome = "tool_error"
+    elif isinstance(result, InputRequiredResult):
+        outcome = "input_required"
+    elif isinstance(result, CallToolResult) and result.is_error:
+        outcome = "tool_error"
+    else:
+        outcome = "complete"
+    info["outcome"] = outcome
+    return result
+
+
+class _StateSizeLimit:
+    """Refuse a requestState larger than the configured bound (a size says nothing secret)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        state = ctx.params.get("requestState") if ctx.params is not None else None
+        if isinstance(state, str) and len(state) > self._limit:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"requestState is larger than {self._limit} bytes; start the request again without it",
+            )
+        return await call_next(ctx)
+
+
+class _Handlers:
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    def tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        tool = self._registry.tools.get(name)
+        return None if tool is None else tool.input_schema()
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(
+            tools=[
+                WireTool(
+                    name=tool.name,
+                    title=tool.title,
+                    description=tool.description,
+                    input_schema=tool.input_schema(),
+                    output_schema=tool.output_schema(),
+                    annotations=tool.annotations,
+                )
+                for tool in self._registry.tools.values()
+            ]
+        )
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult:
+        request_info()["tool"] = params.name
+        tool = self._registry.tools.get(params.name)
+        if tool is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        try:
+            args = tool.input_model.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            # Bad arguments are the caller's to correct, so they are a tool error the model can read.
+            return _tool_error(f"Invalid arguments for tool {tool.name}: {_describe(exc)}")
+        rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
+        try:
+            result = await tool.handler(args, rnd)
+        except MCPError:
+            raise
+        except ToolError as exc:
+            return _tool_error(str(exc))
+        except Exception:  # top-level handler boundary: a crash stays in the log, never on the wire
+            log.exception("tool_crashed", tool=tool.name)
+            return _tool_error(f"Error executing tool {tool.name}")
+        return _to_call_result(tool, result)
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListPromptsResult:
+        return ListPromptsResult(
+            prompts=[
+                WirePrompt(
+                    name=prompt.name,
+                    title=prompt.title,
+                    description=prompt.description,
+                    arguments=list(prompt.arguments) or None,
+                )
+                for prompt in self._registry.prompts.values()
+            ]
+        )
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
+    ) -> GetPromptResult | InputRequiredResult:
+        request_info()["tool"] = params.name
+        prompt = self._registry.prompts.get(params.name)
+        if prompt is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
+        arguments = params.arguments or {}
+        missing = [arg.name for arg in prompt.arguments if arg.required and arg.name not in arguments]
+        if missing:
+            raise MCPError(code=INVALID_PARAMS, message=f"Missing required arguments: {', '.join(missing)}")
+        rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
+        result = await prompt.handler(arguments, rnd)
+        if isinstance(result, GetPromptResult | InputRequiredResult):
+            return result
+        return GetPromptResult(description=prompt.description, messages=list(result))
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        return ListResourcesResult(
+            resources=[
+                WireResource(
+                    uri=res.uri,
+                    name=res.name,
+                    title=res.title,
+                    description=res.description,
+                    mime_type=res.mime_type,
+                )
+                for res in self._registry.resources.values()
+            ]
+        )
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        return ListResourceTemplatesResult(
+            resource_templates=[
+                WireResourceTemplate(
+                    uri_template=tpl.uri_template,
+                    name=tpl.name,
+                    title=tpl.title,
+                    description=tpl.description,
+                    mime_type=tpl.mime_type,
+                )
+                for tpl in self._registry.templates.values()
+            ]
+        )
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult | InputRequiredResult:
+        uri = str(params.uri)
+        request_info()["tool"] = uri
+        rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
+        resource = self._registry.resources.get(uri)
+        if resource is not None:
+            content = await resource.reader({}, rnd)
+            mime_type = resource.mime_type
+        else:
+            for template in self._registry.templates.values():
+                variables = template.match(uri)
+                if variables is not None:
+                    content = await template.reader(variables, rnd)
+                    mime_type = template.mime_type
+                    break
+            else:
+                # SEP-2164: resource-not-found is -32602 with the URI in data.
+                raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri}", data={"uri": uri})
+        if isinstance(content, InputRequiredResult):
+            return content
+        return ReadResourceResult(contents=[_resource_contents(uri, mime_type, content)])
+
+    async def complete(self, ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> CompleteResult:
+        ref = params.ref
+        target = ref.name if isinstance(ref, PromptReference) else ref.uri
+        completer = self._registry.completers.get((ref.type, target, params.argument.name))
+        values: Sequence[str] = ()
+        if completer is not None:
+            context = params.context.arguments if params.context and params.context.arguments else {}
+            values = completer(params.argument.value, context)
+        return CompleteResult(
+            completion=Completion(
+                values=list(values[:_MAX_COMPLETIONS]),
+                total=len(values),
+                has_more=len(values) > _MAX_COMPLETIONS,
+            )
+        )
+
+
+def _tool_error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def _to_call_result(tool: Tool, result: Any) -> CallToolResult | InputRequiredResult:
+    if isinstance(result, CallToolResult | InputRequiredResult):
+        return result
+    if isinstance(result, BaseModel):
+        structured = result.model_dump(mode="json", by_alias=True)
+        text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+        if tool.output_model is None:
+            return CallToolResult(content=[TextContent(type="text", text=text)])
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    return CallToolResult(content=[TextContent(type="text", text=str(result))])
+
+
+def _resource_contents(
+    uri: str, mime_type: str | None, content: ResourceContent
+) -> TextResourceContents | BlobResourceContents:
+    if isinstance(content, bytes):
+        return BlobResourceContents(uri=uri, mime_type=mime_type, blob=base64.b64encode(content).decode())
+    return TextResourceContents(uri=uri, mime_type=mime_type, text=content)

@@ -1,0 +1,173 @@
+"""One round of an MRTR exchange, as a quick tool, prompt or resource sees it. API process.
+
+A handler is re-run on every round. It reads what the client answered (``round.elicited(...)`` and
+friends, each validated again, because every round is a trust boundary) and either finishes or
+returns ``round.ask(...)``. Nothing here keeps state between rounds: what a handler needs to carry
+goes into ``request_state``, which the SDK seals (AEAD, bound to principal, method, target,
+arguments digest, audience and expiry) before it leaves and verifies before the handler runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    ClientCapabilities,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitationCapability,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    ListRootsRequest,
+    ListRootsResult,
+    RootsCapability,
+    SamplingCapability,
+    SamplingMessage,
+    TextContent,
+)
+from pydantic import BaseModel, ValidationError
+
+InputRequest = ElicitRequest | CreateMessageRequest | ListRootsRequest
+"""What a handler may ask the client for in one round (spec: exactly these three kinds)."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def elicit(message: str, schema: type[BaseModel] | Mapping[str, Any]) -> ElicitRequest:
+    """A form elicitation; ``schema`` is a flat pydantic model or a JSON schema object."""
+    requested = _flatten(schema.model_json_schema()) if isinstance(schema, type) else dict(schema)
+    requested.pop("title", None)
+    return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=requested))
+
+
+def _flatten(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline pydantic's ``$defs`` (enums): an elicitation schema must be flat, without references."""
+    defs: dict[str, Any] = schema.pop("$defs", {})
+    properties: dict[str, Any] = schema.get("properties", {})
+    for name, prop in properties.items():
+        ref = prop.pop("$ref", None)
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            target = dict(defs[ref.removeprefix("#/$defs/")])
+            target.pop("title", None)
+            properties[name] = {**target, **prop}
+    return schema
+
+
+def sample(prompt: str, *, max_tokens: int = 256, system_prompt: str | None = None) -> CreateMessageRequest:
+    """A sampling request with one user message (sampling is deprecated in 2026-07-28, still valid)."""
+    return CreateMessageRequest(
+        params=CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+            max_tokens=max_tokens,
+            system_prompt=system_prompt,
+        )
+    )
+
+
+def list_roots() -> ListRootsRequest:
+    """A roots request (deprecated in 2026-07-28, still valid)."""
+    return ListRootsRequest()
+
+
+@dataclass(frozen=True)
+class Elicited(Generic[M]):
+    """A validated answer to an elicitation: ``content`` is set only when ``action == "accept"``."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: M | None
+
+
+def _kind_supported(request: InputRequest, caps: ClientCapabilities) -> bool:
+    if isinstance(request, ElicitRequest):
+        if caps.elicitation is None:
+            return False
+        mode = getattr(request.params, "mode", "form")
+        declared = caps.elicitation.model_dump(exclude_none=True)
+        # `elicitation: {}` means form only (client/elicitation.mdx).
+        if mode == "url":
+            return "url" in declared
+        return not declared or "form" in declared
+    if isinstance(request, CreateMessageRequest):
+        return caps.sampling is not None
+    return caps.roots is not None
+
+
+def _capability_for(request: InputRequest) -> ClientCapabilities:
+    if isinstance(request, ElicitRequest):
+        return ClientCapabilities(elicitation=ElicitationCapability())
+    if isinstance(request, CreateMessageRequest):
+        return ClientCapabilities(sampling=SamplingCapability())
+    return ClientCapabilities(roots=RootsCapability())
+
+
+class Round:
+    """What a handler knows in this round: the client's capabilities, answers and the state it echoed."""
+
+    def __init__(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        *,
+        input_responses: Mapping[str, Any] | None,
+        request_state: str | None,
+    ) -> None:
+        self._ctx = ctx
+        self.client_capabilities: ClientCapabilities = ctx.session.client_capabilities or ClientCapabilities()
+        self.input_responses: Mapping[str, Any] = input_responses or {}
+        self.request_state = request_state
+        """The plaintext state this server minted in the previous round (already verified), or None."""
+
+    def supports(self, request: InputRequest) -> bool:
+        """Whether this request's client declared the capability ``request`` needs."""
+        return _kind_supported(request, self.client_capabilities)
+
+    def elicited(self, key: str, model: type[M]) -> Elicited[M] | None:
+        """The answer under ``key``, validated against ``model``; None if missing or malformed."""
+        response = self.input_responses.get(key)
+        if not isinstance(response, ElicitResult):
+            return None
+        if response.action != "accept":
+            return Elicited(action=response.action, content=None)
+        try:
+            return Elicited(action="accept", content=model.model_validate(response.content or {}))
+        except ValidationError:
+            return None
+
+    def sampled(self, key: str) -> CreateMessageResult | None:
+        """The sampling result under ``key``, or None."""
+        response = self.input_responses.get(key)
+        return response if isinstance(response, CreateMessageResult) else None
+
+    def roots(self, key: str) -> ListRootsResult | None:
+        """The roots listing under ``key``, or None."""
+        response = self.input_responses.get(key)
+        return response if isinstance(response, ListRootsResult) else None
+
+    def ask(self, requests: Mapping[str, InputRequest], state: str | None = None) -> InputRequiredResult:
+        """An ``InputRequiredResult`` with only the requests this client can answer.
+
+        Raises:
+            MCPError: -32021 with ``data.requiredCapabilities`` when the client can answer none of
+                them and there is no state to carry (the spec forbids sending an undeclared kind).
+        """
+        kept = {key: request for key, request in requests.items() if self.supports(request)}
+        if not kept and state is None:
+            missing = next(iter(requests.values()), None)
+            required = _capability_for(missing) if missing is not None else ClientCapabilities()
+            raise MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message="Missing required client capability",
+                data={"requiredCapabilities": required.model_dump(mode="json", exclude_none=True)},
+            )
+        return InputRequiredResult(input_requests=kept or None, request_state=state)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Report progress; sent (as SSE) only when the request carried a progressToken."""
+        await self._ctx.session.report_progress(progress, total, message)

@@ -1,0 +1,154 @@
+"""requestState protection: every way a state can be wrong gets one identical error, and nothing runs."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Served, start_server
+from tests.wire import error, post, result
+
+FROZEN = {"code": -32602, "message": "Invalid or expired requestState", "data": {"reason": "invalid_request_state"}}
+ANSWER = {"close_reason": {"action": "accept", "content": {"reason": "duplicate", "note": "from a bad round"}}}
+
+
+@pytest.fixture(scope="module")
+def short_lived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """Same key and audience as the main server, but every state expires one millisecond after minting."""
+    served = start_server(tmp_path_factory.mktemp("short"), env={"LONGTOOLS_STATE_TTL_S": "0.001"})
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def other_audience(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """Same key, another service name: its states must not open on the main server."""
+    served = start_server(tmp_path_factory.mktemp("aud"), env={"LONGTOOLS_SERVER_NAME": "other-service"})
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def other_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    served = start_server(tmp_path_factory.mktemp("key"), env={"LONGTOOLS_STATE_KEYS": key})
+    yield served
+    served.stop()
+
+
+def _first_round(url: str, ticket: str) -> str:
+    asked = result(post(url, "tools/call", {"name": "close_ticket", "arguments": {"ticket_id": ticket}}))
+    assert asked["resultType"] == "input_required"
+    assert set(asked["inputRequests"]) == {"close_reason"}
+    state = asked["requestState"]
+    assert isinstance(state, str)
+    return state
+
+
+def _retry(url: str, state: str, *, tool: str = "close_ticket", args: dict[str, Any] | None = None) -> Any:
+    params = {
+        "name": tool,
+        "arguments": args if args is not None else {"ticket_id": "T-100"},
+        "inputResponses": ANSWER,
+        "requestState": state,
+    }
+    return post(url, "tools/call", params)
+
+
+def _flip(state: str) -> str:
+    middle = len(state) // 2
+    return state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1 :]
+
+
+def test_every_bad_request_state_gets_the_identical_frozen_error_and_the_tool_never_runs(
+    server: Served, short_lived: Served, other_audience: Served, other_key: Served
+) -> None:
+    """Spec-mandated (mrtr.mdx security): state failing verification is rejected; ours: one shape for all."""
+    url = server.url
+    good = _first_round(url, "T-100")
+    expired = _first_round(short_lived.url, "T-100")
+    post(url, "server/discover")  # one more round trip: the 1 ms lifetime is certainly over
+    cases = {
+        "tampered": _retry(url, _flip(good)),
+        "suffix appended": _retry(url, good + "-TAMPERED"),
+        "truncated": _retry(url, good[:-12]),
+        "expired": _retry(url, expired),
+        "other arguments": _retry(url, good, args={"ticket_id": "T-101"}),
+        "other tool": _retry(url, good, tool="echo", args={"text": "hi"}),
+        "other audience": _retry(url, _first_round(other_audience.url, "T-100")),
+        "other key": _retry(url, _first_round(other_key.url, "T-100")),
+        "not base64": _retry(url, "v1.!!!"),
+    }
+    for name, response in cases.items():
+        assert error(response, 400) == FROZEN, name
+    # None of those rounds closed the ticket: a good exchange now closes it with its own answer.
+    done = result(_retry(url, good))
+    assert done["structuredContent"] == {
+        "ticket_id": "T-100",
+        "status": "closed",
+        "reason": "duplicate",
+        "note": "from a bad round",
+    }
+
+
+def test_the_rejection_reason_goes_to_the_log_and_the_state_never_does(server: Served) -> None:
+    state = _first_round(server.url, "T-200")
+    error(_retry(server.url, _flip(state), args={"ticket_id": "T-200"}), 400)
+    log = server.log_text()
+    assert "requestState rejected on tools/call" in log
+    assert state not in log
+    assert state[4:40] not in log
+
+
+def test_a_good_state_with_a_missing_answer_asks_again(server: Served) -> None:
+    """SEP-2322 guidance: missing information gets a fresh InputRequiredResult, not an error."""
+    state = _first_round(server.url, "T-300")
+    params = {
+        "name": "close_ticket",
+        "arguments": {"ticket_id": "T-300"},
+        "inputResponses": {"wrong_key": {"action": "accept", "content": {"reason": "resolved"}}},
+        "requestState": state,
+    }
+    again = result(post(server.url, "tools/call", params))
+    assert again["resultType"] == "input_required"
+    assert set(again["inputRequests"]) == {"close_reason"}
+
+
+def test_a_malformed_answer_is_asked_again_never_a_crash(server: Served) -> None:
+    state = _first_round(server.url, "T-301")
+    params = {
+        "name": "close_ticket",
+        "arguments": {"ticket_id": "T-301"},
+        "inputResponses": {"close_reason": {"action": "accept", "content": {"reason": "because"}}},
+        "requestState": state,
+    }
+    again = result(post(server.url, "tools/call", params))
+    assert again["resultType"] == "input_required"
+
+
+def test_a_declined_question_leaves_the_ticket_open(server: Served) -> None:
+    state = _first_round(server.url, "T-302")
+    params = {
+        "name": "close_ticket",
+        "arguments": {"ticket_id": "T-302"},
+        "inputResponses": {"close_reason": {"action": "decline"}},
+        "requestState": state,
+    }
+    done = result(post(server.url, "tools/call", params))
+    assert done["structuredContent"] == {"ticket_id": "T-302", "status": "open", "reason": None, "note": None}
+
+
+def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(server: Served, tmp_path: Path) -> None:
+    """Any replica serves any round: the key ring comes from configuration, not from the process."""
+    replica = start_server(tmp_path)
+    try:
+        state = _first_round(server.url, "T-400")
+        done = result(_retry(replica.url, state, args={"ticket_id": "T-400"}))
+        assert done["structuredContent"]["status"] == "closed"
+    finally:
+        replica.stop()

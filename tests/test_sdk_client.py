@@ -1,0 +1,137 @@
+"""The official ``mcp`` client (2.3.x) against a real ``longtools serve``: negotiation and MRTR."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp_types import (
+    CallToolResult,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
+    InputRequiredResult,
+    ListRootsResult,
+    Root,
+    TextContent,
+)
+
+
+class Recorder:
+    """Client callbacks that answer like a person would and remember what they were asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def elicit(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        self.asked.append(params.message)
+        properties = getattr(params, "requested_schema", {}).get("properties", {})
+        if "reason" in properties:
+            return ElicitResult(action="accept", content={"reason": "resolved", "note": "fixed in 1.2"})
+        content: dict[str, Any] = {}
+        for name, prop in properties.items():
+            content[name] = True if prop.get("type") == "boolean" else "Ada"
+        return ElicitResult(action="accept", content=content)
+
+    async def sample(self, context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
+        self.asked.append("sampling")
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="Paris"), model="test")
+
+    async def roots(self, context: ClientRequestContext) -> ListRootsResult:
+        self.asked.append("roots")
+        return ListRootsResult(roots=[Root(uri="file:///work", name="work")])
+
+
+def _client(url: str, recorder: Recorder) -> Client:
+    return Client(
+        url,
+        elicitation_callback=recorder.elicit,
+        sampling_callback=recorder.sample,
+        list_roots_callback=recorder.roots,
+    )
+
+
+async def test_auto_mode_negotiates_2026_07_28_without_initialize(server: Any) -> None:
+    """The client probes server/discover and stays modern: no fallback to the initialize handshake."""
+    with anyio.fail_after(30):
+        async with _client(server.url, Recorder()) as client:
+            assert client.protocol_version == "2026-07-28"
+            tools = await client.list_tools()
+    names = {tool.name for tool in tools.tools}
+    assert {"echo", "close_ticket"} <= names
+    assert "initialize" not in server.log_text()
+
+
+async def test_a_multi_round_call_completes_through_the_callbacks(server: Any) -> None:
+    recorder = Recorder()
+    with anyio.fail_after(30):
+        async with _client(server.url, recorder) as client:
+            result = await client.call_tool("test_input_required_result_multi_round", {})
+    assert isinstance(result, CallToolResult)
+    assert result.is_error is not True
+    assert len(recorder.asked) >= 2
+
+
+async def test_close_ticket_asks_the_reason_then_closes(server: Any) -> None:
+    recorder = Recorder()
+    with anyio.fail_after(30):
+        async with _client(server.url, recorder) as client:
+            result = await client.call_tool("close_ticket", {"ticket_id": "SDK-1"})
+    assert recorder.asked == ["Why is ticket SDK-1 being closed?"]
+    assert result.structured_content == {
+        "ticket_id": "SDK-1",
+        "status": "closed",
+        "reason": "resolved",
+        "note": "fixed in 1.2",
+    }
+
+
+async def test_every_input_kind_is_answered_in_one_round(server: Any) -> None:
+    recorder = Recorder()
+    with anyio.fail_after(30):
+        async with _client(server.url, recorder) as client:
+            result = await client.call_tool("test_input_required_result_multiple_inputs", {})
+    assert result.is_error is not True
+    assert {"sampling", "roots"} <= set(recorder.asked)
+
+
+async def test_each_round_has_the_raw_shape_the_spec_gives(server: Any) -> None:
+    """allow_input_required=True: the client hands back every round as it came off the wire."""
+    with anyio.fail_after(30):
+        async with _client(server.url, Recorder()) as client:
+            first = await client.session.call_tool(
+                "close_ticket", {"ticket_id": "SDK-2"}, allow_input_required=True
+            )
+            assert isinstance(first, InputRequiredResult)
+            assert first.result_type == "input_required"
+            assert first.input_requests is not None
+            question = first.input_requests["close_reason"]
+            assert question.method == "elicitation/create"
+            schema = question.params.model_dump(by_alias=True)["requestedSchema"]
+            assert schema["properties"]["reason"]["enum"] == ["resolved", "duplicate", "wont_fix"]
+            assert first.request_state is not None and first.request_state.startswith("v1.")
+
+            # A round that answers nothing: the same question again, under a fresh state.
+            again = await client.session.call_tool(
+                "close_ticket",
+                {"ticket_id": "SDK-2"},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(again, InputRequiredResult)
+            assert again.input_requests is not None and set(again.input_requests) == {"close_reason"}
+            assert again.request_state not in (None, first.request_state)
+
+            final = await client.session.call_tool(
+                "close_ticket",
+                {"ticket_id": "SDK-2"},
+                input_responses={"close_reason": ElicitResult(action="accept", content={"reason": "wont_fix"})},
+                request_state=again.request_state,
+                allow_input_required=True,
+            )
+    assert isinstance(final, CallToolResult)
+    assert final.result_type == "complete"
+    assert final.structured_content == {"ticket_id": "SDK-2", "status": "closed", "reason": "wont_fix", "note": None}

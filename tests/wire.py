@@ -1,0 +1,85 @@
+"""Raw JSON-RPC over HTTP for exact wire assertions (no MCP client in between)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import httpx
+
+VERSION = "2026-07-28"
+ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
+_ids = itertools.count(1)
+
+
+def meta(caps: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": ALL_CAPS if caps is None else caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "longtools-tests", "version": "0"},
+        **extra,
+    }
+
+
+def headers_for(method: str, params: dict[str, Any]) -> dict[str, str]:
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": method,
+    }
+    name = params.get("name", params.get("uri"))
+    if isinstance(name, str):
+        headers["mcp-name"] = name
+    return headers
+
+
+def post(
+    url: str,
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    caps: dict[str, Any] | None = None,
+    headers: dict[str, str | None] | None = None,
+    with_meta: bool = True,
+) -> httpx.Response:
+    """POST one request; ``headers`` entries override the defaults (None removes one)."""
+    params = dict(params or {})
+    if with_meta and "_meta" not in params:
+        params["_meta"] = meta(caps)
+    sent = headers_for(method, params)
+    for key, value in (headers or {}).items():
+        if value is None:
+            sent.pop(key, None)
+        else:
+            sent[key] = value
+    body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+    return httpx.post(url, content=json.dumps(body), headers=sent, timeout=30)
+
+
+def result(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC result of a 200 response (JSON or the final SSE event)."""
+    assert response.status_code == 200, response.text
+    body = sse_messages(response)[-1] if is_sse(response) else response.json()
+    assert "result" in body, body
+    return body["result"]  # type: ignore[no-any-return]
+
+
+def error(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, (response.status_code, response.text)
+    body = response.json()
+    assert "error" in body, body
+    return body["error"]  # type: ignore[no-any-return]
+
+
+def is_sse(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("text/event-stream")
+
+
+def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
+    messages = []
+    for line in response.text.splitlines():
+        if line.startswith("data: "):
+            messages.append(json.loads(line.removeprefix("data: ")))
+    return messages
