@@ -7,10 +7,11 @@ import base64
 import contextlib
 import secrets
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import structlog
 import typer
@@ -33,10 +34,13 @@ log = structlog.get_logger("longtools.cli")
 
 @cli.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to bind [env LONGTOOLS_HOST, default 127.0.0.1].")] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind [env LONGTOOLS_HOST, default 127.0.0.1].")
+    ] = None,
     port: Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one [default 8000].")] = None,
     data_dir: Annotated[
-        Path | None, typer.Option(help="Directory for local state [env LONGTOOLS_DATA_DIR, default .longtools].")
+        Path | None,
+        typer.Option(help="Directory for local state [env LONGTOOLS_DATA_DIR, default .longtools]."),
     ] = None,
     conformance_fixtures: Annotated[
         bool | None,
@@ -62,6 +66,10 @@ def serve(
     except ValidationError as exc:
         _fail(f"invalid configuration: {_first_error(exc)}")
     configure_logging(settings)
+    try:
+        sock = _bind(settings.host, settings.port)
+    except OSError as exc:
+        _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings)
     server = _Server(
@@ -74,7 +82,7 @@ def serve(
             timeout_graceful_shutdown=10,
         )
     )
-    code = asyncio.run(_serve(server, settings.host))
+    code = asyncio.run(_serve(server, sock, settings.host))
     raise typer.Exit(code)
 
 
@@ -84,28 +92,51 @@ def keygen() -> None:
     typer.echo(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
 
 
-async def _serve(server: _Server, host: str) -> int:
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            break
-        await asyncio.sleep(0.02)
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind before uvicorn starts, so a taken port is one clear line and port 0 is resolved."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def _serve(server: _Server, sock: socket.socket, host: str) -> int:
+    async def run() -> int:
+        try:
+            await server.serve(sockets=[sock])
+        except SystemExit as exc:  # uvicorn's way out of a failed startup (already logged)
+            return exc.code if isinstance(exc.code, int) else 1
+        return 0 if server.started else 1
+
+    task = asyncio.create_task(run())
+    ready = asyncio.create_task(server.ready.wait())
+    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
     if server.started:
-        port = server.servers[0].sockets[0].getsockname()[1]
+        port = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         print(f"longtools serving MCP at http://{shown}:{port}/mcp", flush=True)  # noqa: T201
-    try:
-        await task
-    except SystemExit as exc:  # uvicorn exits this way when it cannot bind
-        return exc.code if isinstance(exc.code, int) else 1
-    if not server.started:
-        return 1
-    log.info("stopped")
-    return 0
+    code = await task
+    if code == 0:
+        log.info("stopped")
+    return code
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, minus re-raising the caught signal at exit: a stop asked for is a clean exit 0."""
+    """uvicorn that says when it accepts requests, and exits 0 (not by re-raising) on a stop signal."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.ready.set()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -125,9 +156,9 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}" if where else str(err["msg"])
 
 
-def _fail(message: str) -> Any:
+def _fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"longtools: {message}", err=True)
-    raise typer.Exit(2)
+    raise typer.Exit(code)
 
 
 def main() -> None:

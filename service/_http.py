@@ -66,7 +66,9 @@ class McpGate:
                 **{key: value for key, value in info.items() if value is not None},
             )
 
-    async def _dispatch(self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]) -> None:
+    async def _dispatch(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
+    ) -> None:
         request = Request(scope, receive)
         is_post = scope["method"] == "POST"
         rejection = await self._security.validate_request(request, is_post=is_post)
@@ -80,7 +82,12 @@ class McpGate:
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self._max_body:
             await _jsonrpc_error(
-                send, scope, receive, 413, INVALID_REQUEST, f"Request body too large: at most {self._max_body} bytes"
+                send,
+                scope,
+                receive,
+                413,
+                INVALID_REQUEST,
+                f"Request body too large: at most {self._max_body} bytes",
             )
             return
         version = headers.get(_VERSION_HEADER)
@@ -91,7 +98,12 @@ class McpGate:
             body, receive = await _buffer_body(receive, self._max_body)
             if body is None:
                 await _jsonrpc_error(
-                    send, scope, receive, 413, INVALID_REQUEST, f"Request body too large: at most {self._max_body} bytes"
+                    send,
+                    scope,
+                    receive,
+                    413,
+                    INVALID_REQUEST,
+                    f"Request body too large: at most {self._max_body} bytes",
                 )
                 return
             requested = _initialize_version(body)
@@ -123,7 +135,9 @@ async def _jsonrpc_error(
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    await JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=status)(scope, receive, send)
+    await JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=status)(
+        scope, receive, send
+    )
 
 
 async def _unsupported_version(send: Send, scope: Scope, receive: Receive, requested: str) -> None:

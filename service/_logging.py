@@ -34,7 +34,9 @@ def configure_logging(settings: Settings) -> None:
     """Route structlog and the stdlib (SDK, uvicorn) through one renderer on stderr."""
     use_json = settings.log_format == "json" or (settings.log_format == "auto" and not sys.stderr.isatty())
     renderer: Any = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        structlog.processors.JSONRenderer()
+        if use_json
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -49,16 +51,12 @@ def configure_logging(settings: Settings) -> None:
         cache_logger_on_first_use=True,
     )
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.format_exc_info if use_json else _identity,
-                renderer,
-            ],
-        )
-    )
+    # JSON lines carry a traceback as one string field; the console renderer prints it itself.
+    final: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
+    if use_json:
+        final.append(structlog.processors.format_exc_info)
+    final.append(renderer)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=final))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
@@ -68,6 +66,3 @@ def configure_logging(settings: Settings) -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
 
-
-def _identity(logger: Any, name: str, event: dict[str, Any]) -> dict[str, Any]:
-    return event

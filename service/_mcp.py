@@ -77,7 +77,9 @@ def build_server(settings: Settings, registry: Registry, *, version: str) -> Ser
     # it, then the SDK's boundary unseals inbound and seals outbound requestState.
     server.middleware.append(_record_outcome)
     server.middleware.append(_StateSizeLimit(settings.max_request_state_bytes))
-    server.middleware.append(RequestStateBoundary(state_security(settings), default_audience=settings.server_name))
+    server.middleware.append(
+        RequestStateBoundary(state_security(settings), default_audience=settings.server_name)
+    )
     return server
 
 
@@ -141,7 +143,7 @@ class _StateSizeLimit:
         if isinstance(state, str) and len(state) > self._limit:
             raise MCPError(
                 code=INVALID_PARAMS,
-                message=f"requestState is larger than {self._limit} bytes; start the request again without it",
+                message=f"requestState is larger than {self._limit} bytes; start the request again",
             )
         return await call_next(ctx)
 
@@ -283,7 +285,9 @@ class _Handlers:
             return content
         return ReadResourceResult(contents=[_resource_contents(uri, mime_type, content)])
 
-    async def complete(self, ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> CompleteResult:
+    async def complete(
+        self, ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams
+    ) -> CompleteResult:
         ref = params.ref
         target = ref.name if isinstance(ref, PromptReference) else ref.uri
         completer = self._registry.completers.get((ref.type, target, params.argument.name))

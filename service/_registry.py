@@ -31,7 +31,9 @@ PromptHandler: TypeAlias = Callable[
     [Mapping[str, str], Round], Awaitable[GetPromptResult | InputRequiredResult | Sequence[PromptMessage]]
 ]
 ResourceContent: TypeAlias = str | bytes
-ResourceReader: TypeAlias = Callable[[Mapping[str, str], Round], Awaitable[ResourceContent | InputRequiredResult]]
+ResourceReader: TypeAlias = Callable[
+    [Mapping[str, str], Round], Awaitable[ResourceContent | InputRequiredResult]
+]
 Completer: TypeAlias = Callable[[str, Mapping[str, str]], Sequence[str]]
 
 

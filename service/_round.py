@@ -124,6 +124,12 @@ class Round:
         self.request_state = request_state
         """The plaintext state this server minted in the previous round (already verified), or None."""
 
+    @property
+    def progress_token(self) -> str | int | None:
+        """The request's progressToken, when it asked for progress notifications."""
+        meta = self._ctx.meta
+        return meta.get("progress_token") if meta is not None else None
+
     def supports(self, request: InputRequest) -> bool:
         """Whether this request's client declared the capability ``request`` needs."""
         return _kind_supported(request, self.client_capabilities)

@@ -42,7 +42,9 @@ class Settings(BaseSettings):
         description="Comma-separated requestState keys, each the URL-safe base64 of 32 random bytes. "
         "The first seals, all open. Unset: an ephemeral per-process key (single replica only).",
     )
-    state_ttl_s: float = Field(600.0, gt=0, description="Seconds a requestState stays valid after it is minted.")
+    state_ttl_s: float = Field(
+        600.0, gt=0, description="Seconds a requestState stays valid after it is minted."
+    )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Extra Host header values accepted (DNS-rebinding guard), comma-separated, e.g. "
@@ -58,12 +60,19 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="'json' lines, 'console' for people, 'auto' picks console on a terminal."
     )
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level logged.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Lowest level logged."
+    )
 
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         return _split_commas(value)
+
+    @field_validator("state_keys", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("state_keys")
     @classmethod

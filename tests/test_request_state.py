@@ -13,8 +13,14 @@ import pytest
 from tests.conftest import Served, start_server
 from tests.wire import error, post, result
 
-FROZEN = {"code": -32602, "message": "Invalid or expired requestState", "data": {"reason": "invalid_request_state"}}
-ANSWER = {"close_reason": {"action": "accept", "content": {"reason": "duplicate", "note": "from a bad round"}}}
+FROZEN = {
+    "code": -32602,
+    "message": "Invalid or expired requestState",
+    "data": {"reason": "invalid_request_state"},
+}
+ANSWER = {
+    "close_reason": {"action": "accept", "content": {"reason": "duplicate", "note": "from a bad round"}}
+}
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +149,9 @@ def test_a_declined_question_leaves_the_ticket_open(server: Served) -> None:
     assert done["structuredContent"] == {"ticket_id": "T-302", "status": "open", "reason": None, "note": None}
 
 
-def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(server: Served, tmp_path: Path) -> None:
+def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(
+    server: Served, tmp_path: Path
+) -> None:
     """Any replica serves any round: the key ring comes from configuration, not from the process."""
     replica = start_server(tmp_path)
     try:

@@ -36,13 +36,17 @@ class Recorder:
             content[name] = True if prop.get("type") == "boolean" else "Ada"
         return ElicitResult(action="accept", content=content)
 
-    async def sample(self, context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
+    async def sample(
+        self, context: ClientRequestContext, params: CreateMessageRequestParams
+    ) -> CreateMessageResult:
         self.asked.append("sampling")
-        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="Paris"), model="test")
+        return CreateMessageResult(
+            role="assistant", content=TextContent(type="text", text="Paris"), model="test"
+        )
 
     async def roots(self, context: ClientRequestContext) -> ListRootsResult:
         self.asked.append("roots")
-        return ListRootsResult(roots=[Root(uri="file:///work", name="work")])
+        return ListRootsResult(roots=[Root.model_validate({"uri": "file:///work", "name": "work"})])
 
 
 def _client(url: str, recorder: Recorder) -> Client:
@@ -128,10 +132,17 @@ async def test_each_round_has_the_raw_shape_the_spec_gives(server: Any) -> None:
             final = await client.session.call_tool(
                 "close_ticket",
                 {"ticket_id": "SDK-2"},
-                input_responses={"close_reason": ElicitResult(action="accept", content={"reason": "wont_fix"})},
+                input_responses={
+                    "close_reason": ElicitResult(action="accept", content={"reason": "wont_fix"})
+                },
                 request_state=again.request_state,
                 allow_input_required=True,
             )
     assert isinstance(final, CallToolResult)
     assert final.result_type == "complete"
-    assert final.structured_content == {"ticket_id": "SDK-2", "status": "closed", "reason": "wont_fix", "note": None}
+    assert final.structured_content == {
+        "ticket_id": "SDK-2",
+        "status": "closed",
+        "reason": "wont_fix",
+        "note": None,
+    }

@@ -56,7 +56,11 @@ def test_a_legacy_initialize_gets_the_supported_list(mcp_url: str) -> None:
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}},
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "old", "version": "1"},
+        },
     }
     response = httpx.post(mcp_url, json=body, headers={"accept": "application/json, text/event-stream"})
     err = error(response, 400)
@@ -134,7 +138,9 @@ def test_an_unknown_tool_is_invalid_params(mcp_url: str) -> None:
 
 def test_bad_arguments_are_a_tool_error_the_model_can_read(mcp_url: str) -> None:
     """SEP-1303: input validation failures are tool execution errors (isError), not protocol errors."""
-    called = result(post(mcp_url, "tools/call", {"name": "close_ticket", "arguments": {"ticket_id": "a b/c"}}))
+    called = result(
+        post(mcp_url, "tools/call", {"name": "close_ticket", "arguments": {"ticket_id": "a b/c"}})
+    )
     assert called["isError"] is True
     assert "ticket_id" in called["content"][0]["text"]
 
@@ -167,9 +173,14 @@ def test_an_oversized_request_state_is_refused_with_a_clear_error(mcp_url: str) 
 
 def test_an_undeclared_input_kind_is_never_sent(mcp_url: str) -> None:
     """Spec-mandated (mrtr.mdx): no inputRequests entry the client has no capability for."""
-    no_elicitation = {"sampling": {}, "roots": {}}
+    no_elicitation: dict[str, object] = {"sampling": {}, "roots": {}}
     called = result(
-        post(mcp_url, "tools/call", {"name": "close_ticket", "arguments": {"ticket_id": "T-2"}}, caps=no_elicitation)
+        post(
+            mcp_url,
+            "tools/call",
+            {"name": "close_ticket", "arguments": {"ticket_id": "T-2"}},
+            caps=no_elicitation,
+        )
     )
     assert called["resultType"] == "complete"
     assert called["isError"] is True
@@ -195,7 +206,9 @@ def test_input_required_is_never_returned_on_list_methods(mcp_url: str) -> None:
 
 def test_missing_capability_is_minus_32021_with_required_capabilities(mcp_url: str) -> None:
     """A fixture tool that can only ask by sampling, called without sampling, says what it needs."""
-    called = post(mcp_url, "tools/call", {"name": "test_input_required_result_sampling", "arguments": {}}, caps={})
+    called = post(
+        mcp_url, "tools/call", {"name": "test_input_required_result_sampling", "arguments": {}}, caps={}
+    )
     err = error(called, 400)
     assert err["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
     assert err["data"]["requiredCapabilities"] == {"sampling": {}}

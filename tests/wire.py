@@ -74,7 +74,8 @@ def error(response: httpx.Response, status: int) -> dict[str, Any]:
 
 
 def is_sse(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").startswith("text/event-stream")
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.startswith("text/event-stream")
 
 
 def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:

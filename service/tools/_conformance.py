@@ -1,6 +1,376 @@
-"""Placeholder replaced below."""
-from service._registry import Registry
+"""Fixtures the official MCP conformance suite's server scenarios call. API process.
+
+Served only with ``--conformance-fixtures``. Names, arguments and literal outputs follow the
+suite's scenarios (``@modelcontextprotocol/conformance`` 0.2.0-alpha.12) and its reference
+everything-server; they exist to be checked, not used.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+
+import anyio
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    GetPromptResult,
+    ImageContent,
+    InputRequiredResult,
+    PromptArgument,
+    PromptMessage,
+    TextContent,
+    TextResourceContents,
+)
+from pydantic import BaseModel
+
+from service._registry import (
+    Prompt,
+    Registry,
+    Resource,
+    ResourceContent,
+    ResourceTemplate,
+    Tool,
+    ToolError,
+    ToolReturn,
+)
+from service._round import Round, elicit, list_roots, sample
+
+# A 1x1 PNG and a minimal RIFF/WAVE, as the suite's reference server sends them.
+PNG_BASE64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+WAV_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+
+
+class NoArgs(BaseModel):
+    """A tool without arguments."""
+
+
+class NameForm(BaseModel):
+    name: str
+
+
+class ConfirmForm(BaseModel):
+    ok: bool
+
+
+class ColorForm(BaseModel):
+    color: str
+
+
+class ContextForm(BaseModel):
+    context: str
+
+
+def _text(text: str) -> TextContent:
+    return TextContent(type="text", text=text)
+
+
+def _content(*blocks: ContentBlock, is_error: bool = False) -> CallToolResult:
+    return CallToolResult(content=list(blocks), is_error=is_error)
+
+
+def _image() -> ImageContent:
+    return ImageContent(type="image", data=PNG_BASE64, mime_type="image/png")
+
+
+def _embedded(uri: str, mime_type: str, text: str) -> EmbeddedResource:
+    return EmbeddedResource(
+        type="resource", resource=TextResourceContents(uri=uri, mime_type=mime_type, text=text)
+    )
+
+
+async def _simple_text(args: NoArgs, rnd: Round) -> ToolReturn:
+    return _content(_text("This is a simple text response for testing."))
+
+
+async def _image_content(args: NoArgs, rnd: Round) -> ToolReturn:
+    return _content(_image())
+
+
+async def _audio_content(args: NoArgs, rnd: Round) -> ToolReturn:
+    return _content(AudioContent(type="audio", data=WAV_BASE64, mime_type="audio/wav"))
+
+
+async def _embedded_resource(args: NoArgs, rnd: Round) -> ToolReturn:
+    return _content(
+        _embedded("test://embedded-resource", "text/plain", "This is an embedded resource content.")
+    )
+
+
+async def _multiple_content_types(args: NoArgs, rnd: Round) -> ToolReturn:
+    return _content(
+        _text("Multiple content types test:"),
+        _image(),
+        _embedded("test://mixed-content-resource", "application/json", '{"test":"data","value":123}'),
+    )
+
+
+async def _error_handling(args: NoArgs, rnd: Round) -> ToolReturn:
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+async def _with_progress(args: NoArgs, rnd: Round) -> ToolReturn:
+    for step in (0, 50, 100):
+        await rnd.progress(step, 100, f"Completed step {step} of 100")
+        if step < 100:
+            await anyio.sleep(0.05)
+    token = rnd.progress_token
+    return _content(_text(str(token if token is not None else 0)))
+
+
+async def _missing_capability(args: NoArgs, rnd: Round) -> ToolReturn:
+    if rnd.client_capabilities.sampling is None:
+        raise MCPError(
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message="Missing required client capability",
+            data={"requiredCapabilities": {"sampling": {}}},
+        )
+    return _content(_text("Success"))
+
+
+async def _streaming_elicitation(args: NoArgs, rnd: Round) -> ToolReturn:
+    # The 2026-07-28 way to ask mid-call: an MRTR round, never a request on the response stream.
+    answer = rnd.elicited("user_name", NameForm)
+    if answer is None:
+        return rnd.ask({"user_name": elicit("What is your name?", NameForm)})
+    return _content(_text(f"Hello, {answer.content.name if answer.content else 'stranger'}!"))
+
+
+async def _logging_tool(args: NoArgs, rnd: Round) -> ToolReturn:
+    return _content(_text("This tool sends no log notifications unless a log level is requested."))
+
+
+async def _elicitation(args: NoArgs, rnd: Round) -> ToolReturn:
+    answer = rnd.elicited("user_name", NameForm)
+    if answer is None or answer.content is None:
+        return rnd.ask({"user_name": elicit("What is your name?", NameForm)})
+    return _content(_text(f"Hello, {answer.content.name}!"))
+
+
+async def _sampling(args: NoArgs, rnd: Round) -> ToolReturn:
+    answer = rnd.sampled("capital_question")
+    if answer is None:
+        return rnd.ask({"capital_question": sample("What is the capital of France?", max_tokens=100)})
+    text = answer.content.text if isinstance(answer.content, TextContent) else ""
+    return _content(_text(f"Sampling result: {text}"))
+
+
+async def _list_roots(args: NoArgs, rnd: Round) -> ToolReturn:
+    answer = rnd.roots("client_roots")
+    if answer is None:
+        return rnd.ask({"client_roots": list_roots()})
+    return _content(_text(f"Found {len(answer.roots)} root(s)"))
+
+
+async def _request_state(args: NoArgs, rnd: Round) -> ToolReturn:
+    answer = rnd.elicited("confirm", ConfirmForm) if rnd.request_state == "awaiting-confirm" else None
+    if answer is None:
+        return rnd.ask({"confirm": elicit("Please confirm", ConfirmForm)}, state="awaiting-confirm")
+    return _content(_text("state-ok: requestState validated"))
+
+
+async def _multiple_inputs(args: NoArgs, rnd: Round) -> ToolReturn:
+    name = rnd.elicited("user_name", NameForm) if rnd.request_state == "awaiting-all" else None
+    greeting = rnd.sampled("greeting")
+    roots = rnd.roots("client_roots")
+    if name is None or name.content is None or greeting is None or roots is None:
+        return rnd.ask(
+            {
+                "user_name": elicit("What is your name?", NameForm),
+                "greeting": sample("Generate a greeting", max_tokens=50),
+                "client_roots": list_roots(),
+            },
+            state="awaiting-all",
+        )
+    text = greeting.content.text if isinstance(greeting.content, TextContent) else ""
+    return _content(_text(f"Name: {name.content.name}; Greeting: {text}; Roots: {len(roots.roots)}"))
+
+
+async def _multi_round(args: NoArgs, rnd: Round) -> ToolReturn:
+    # The state names the step and, from step 2 on, the name already given; a nonce makes every
+    # round's state distinct even when the same step is asked again.
+    step, _, name = (rnd.request_state or "").partition(":")
+    if step.startswith("step2") and name:
+        color = rnd.elicited("step2", ColorForm)
+        if color is not None and color.content is not None:
+            return _content(_text(f"Multi-round complete for {name} who likes {color.content.color}"))
+        return rnd.ask(
+            {"step2": elicit("Step 2: What is your favorite color?", ColorForm)},
+            state=f"step2.{secrets.token_hex(4)}:{name}",
+        )
+    first = rnd.elicited("step1", NameForm) if step.startswith("step1") else None
+    if first is None or first.content is None:
+        return rnd.ask(
+            {"step1": elicit("Step 1: What is your name?", NameForm)}, state=f"step1.{secrets.token_hex(4)}:"
+        )
+    return rnd.ask(
+        {"step2": elicit("Step 2: What is your favorite color?", ColorForm)},
+        state=f"step2.{secrets.token_hex(4)}:{first.content.name}",
+    )
+
+
+async def _tampered_state(args: NoArgs, rnd: Round) -> ToolReturn:
+    # The state is sealed by the server; a tampered echo never reaches this handler.
+    answer = rnd.elicited("confirm", ConfirmForm) if rnd.request_state == "awaiting-confirm" else None
+    if answer is None:
+        return rnd.ask({"confirm": elicit("Please confirm", ConfirmForm)}, state="awaiting-confirm")
+    return _content(_text("state-ok: requestState validated"))
+
+
+async def _capabilities(args: NoArgs, rnd: Round) -> ToolReturn:
+    if rnd.request_state == "asked" and (rnd.input_responses.keys() & {"elicit_input", "sample_input"}):
+        return _content(_text(f"Received: {', '.join(sorted(rnd.input_responses))}"))
+    return rnd.ask(
+        {
+            "elicit_input": elicit("What is your name?", NameForm),
+            "sample_input": sample("Sample request", max_tokens=50),
+        },
+        state="asked",
+    )
+
+
+_TOOLS: Sequence[tuple[str, str, object]] = (
+    ("test_simple_text", "Returns simple text content.", _simple_text),
+    ("test_image_content", "Returns image content.", _image_content),
+    ("test_audio_content", "Returns audio content.", _audio_content),
+    ("test_embedded_resource", "Returns an embedded resource.", _embedded_resource),
+    ("test_multiple_content_types", "Returns text, image and resource content.", _multiple_content_types),
+    ("test_error_handling", "Always returns a tool error.", _error_handling),
+    ("test_tool_with_progress", "Reports progress 0, 50, 100 before answering.", _with_progress),
+    ("test_missing_capability", "Needs the sampling client capability.", _missing_capability),
+    ("test_streaming_elicitation", "Asks for a name through MRTR.", _streaming_elicitation),
+    ("test_logging_tool", "Sends no log notification unless asked to.", _logging_tool),
+    ("test_input_required_result_elicitation", "MRTR: asks for a name.", _elicitation),
+    ("test_input_required_result_sampling", "MRTR: asks the client to sample.", _sampling),
+    ("test_input_required_result_list_roots", "MRTR: asks for the client's roots.", _list_roots),
+    ("test_input_required_result_request_state", "MRTR: round-trips requestState.", _request_state),
+    ("test_input_required_result_multiple_inputs", "MRTR: three kinds of input at once.", _multiple_inputs),
+    ("test_input_required_result_multi_round", "MRTR: two questions over three rounds.", _multi_round),
+    ("test_input_required_result_tampered_state", "MRTR: rejects a tampered requestState.", _tampered_state),
+    ("test_input_required_result_capabilities", "MRTR: asks only what the client declared.", _capabilities),
+)
+
+
+async def _simple_prompt(arguments: Mapping[str, str], rnd: Round) -> Sequence[PromptMessage]:
+    return [PromptMessage(role="user", content=_text("This is a simple prompt for testing."))]
+
+
+async def _prompt_with_arguments(arguments: Mapping[str, str], rnd: Round) -> Sequence[PromptMessage]:
+    text = f"Prompt with arguments: arg1='{arguments['arg1']}', arg2='{arguments['arg2']}'"
+    return [PromptMessage(role="user", content=_text(text))]
+
+
+async def _prompt_with_embedded_resource(arguments: Mapping[str, str], rnd: Round) -> Sequence[PromptMessage]:
+    return [
+        PromptMessage(
+            role="user",
+            content=_embedded(
+                arguments["resourceUri"], "text/plain", "Embedded resource content for testing."
+            ),
+        ),
+        PromptMessage(role="user", content=_text("Please process the embedded resource above.")),
+    ]
+
+
+async def _prompt_with_image(arguments: Mapping[str, str], rnd: Round) -> Sequence[PromptMessage]:
+    return [
+        PromptMessage(role="user", content=_image()),
+        PromptMessage(role="user", content=_text("Please analyze the image above.")),
+    ]
+
+
+async def _input_required_prompt(
+    arguments: Mapping[str, str], rnd: Round
+) -> GetPromptResult | InputRequiredResult | Sequence[PromptMessage]:
+    answer = rnd.elicited("user_context", ContextForm)
+    if answer is None or answer.content is None:
+        return rnd.ask({"user_context": elicit("What context should the prompt use?", ContextForm)})
+    return [PromptMessage(role="user", content=_text(f"Prompt with context: {answer.content.context}"))]
+
+
+async def _static_text(variables: Mapping[str, str], rnd: Round) -> ResourceContent:
+    return "This is the content of the static text resource."
+
+
+async def _static_binary(variables: Mapping[str, str], rnd: Round) -> ResourceContent:
+    import base64
+
+    return base64.b64decode(PNG_BASE64)
+
+
+async def _template_data(variables: Mapping[str, str], rnd: Round) -> ResourceContent:
+    item = variables["id"]
+    return f'{{"id":"{item}","templateTest":true,"data":"Data for ID: {item}"}}'
+
+
+def _argument(name: str, description: str) -> PromptArgument:
+    return PromptArgument(name=name, description=description, required=True)
 
 
 def register_conformance_fixtures(registry: Registry) -> None:
-    pass
+    for name, description, handler in _TOOLS:
+        registry.add_tool(Tool(name=name, description=description, input_model=NoArgs, handler=handler))  # type: ignore[arg-type]
+    for prompt in (
+        Prompt("test_simple_prompt", "A simple prompt without arguments", _simple_prompt),
+        Prompt(
+            "test_prompt_with_arguments",
+            "A prompt with required arguments",
+            _prompt_with_arguments,
+            arguments=(_argument("arg1", "First test argument"), _argument("arg2", "Second test argument")),
+        ),
+        Prompt(
+            "test_prompt_with_embedded_resource",
+            "A prompt that includes an embedded resource",
+            _prompt_with_embedded_resource,
+            arguments=(_argument("resourceUri", "URI of the resource to embed"),),
+        ),
+        Prompt("test_prompt_with_image", "A prompt that includes image content", _prompt_with_image),
+        Prompt(
+            "test_input_required_result_prompt",
+            "MRTR: prompt that requires elicitation input",
+            _input_required_prompt,
+        ),
+    ):
+        registry.add_prompt(prompt)
+    registry.add_resource(
+        Resource(
+            "test://static-text",
+            "static-text",
+            _static_text,
+            mime_type="text/plain",
+            description="A static text resource for testing",
+            title="Static Text Resource",
+        )
+    )
+    registry.add_resource(
+        Resource(
+            "test://static-binary",
+            "static-binary",
+            _static_binary,
+            mime_type="image/png",
+            description="A static binary resource (image) for testing",
+            title="Static Binary Resource",
+        )
+    )
+    registry.add_template(
+        ResourceTemplate(
+            "test://template/{id}/data",
+            "template",
+            _template_data,
+            mime_type="application/json",
+            description="A resource template with parameter substitution",
+            title="Resource Template",
+        )
+    )
+    registry.add_completer(
+        "ref/prompt",
+        "test_prompt_with_arguments",
+        "arg1",
+        lambda value, context: [v for v in ("test", "testValue1", "testing") if v.startswith(value)],
+    )

