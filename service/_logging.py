@@ -65,4 +65,3 @@ def configure_logging(settings: Settings) -> None:
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
-
