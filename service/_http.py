@@ -79,37 +79,26 @@ class McpGate:
             # Modern Streamable HTTP is POST only: no GET stream, no DELETE of a session.
             await Response(status_code=405, headers={"Allow": "POST"})(scope, receive, send)
             return
+        asgi = (scope, receive, send)
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self._max_body:
-            await _jsonrpc_error(
-                send,
-                scope,
-                receive,
-                413,
-                INVALID_REQUEST,
-                f"Request body too large: at most {self._max_body} bytes",
-            )
+            await _too_large(asgi, self._max_body)
             return
         version = headers.get(_VERSION_HEADER)
-        if version is not None and version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS:
-            await _unsupported_version(send, scope, receive, version.decode("latin-1"))
-            return
-        if version is None:
+        legacy = version is not None and version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+        if version is None or legacy:
             body, receive = await _buffer_body(receive, self._max_body)
+            asgi = (scope, receive, send)
             if body is None:
-                await _jsonrpc_error(
-                    send,
-                    scope,
-                    receive,
-                    413,
-                    INVALID_REQUEST,
-                    f"Request body too large: at most {self._max_body} bytes",
-                )
+                await _too_large(asgi, self._max_body)
                 return
-            requested = _initialize_version(body)
-            if requested is not None:
-                # A legacy client's handshake: tell it which versions this server speaks.
-                await _unsupported_version(send, scope, receive, requested)
+            request_id, handshake = _peek(body)
+            if version is not None:
+                await _unsupported_version(asgi, request_id, version.decode("latin-1"))
+                return
+            if handshake is not None:
+                # A legacy client's initialize: tell it which versions this server speaks.
+                await _unsupported_version(asgi, request_id, handshake)
                 return
             # Any other request without the header is a modern request missing it: an empty value
             # keeps it on the SDK's modern path, whose ladder answers -32602 or -32020 as the spec says.
@@ -130,39 +119,54 @@ def _error_outcome(body: bytes) -> str:
 
 
 async def _jsonrpc_error(
-    send: Send, scope: Scope, receive: Receive, status: int, code: int, message: str, data: Any = None
+    asgi: tuple[Scope, Receive, Send],
+    status: int,
+    code: int,
+    message: str,
+    *,
+    data: Any = None,
+    request_id: str | int | None = None,
 ) -> None:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    await JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=status)(
-        scope, receive, send
-    )
+    await JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=status)(*asgi)
 
 
-async def _unsupported_version(send: Send, scope: Scope, receive: Receive, requested: str) -> None:
+async def _too_large(asgi: tuple[Scope, Receive, Send], limit: int) -> None:
+    await _jsonrpc_error(asgi, 413, INVALID_REQUEST, f"Request body too large: at most {limit} bytes")
+
+
+async def _unsupported_version(
+    asgi: tuple[Scope, Receive, Send], request_id: str | int | None, requested: str
+) -> None:
+    supported = {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested}
     await _jsonrpc_error(
-        send,
-        scope,
-        receive,
+        asgi,
         400,
         UNSUPPORTED_PROTOCOL_VERSION,
         "Unsupported protocol version",
-        {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
+        data=supported,
+        request_id=request_id,
     )
 
 
-def _initialize_version(body: bytes) -> str | None:
-    """The protocolVersion an ``initialize`` request asks for, or None if this is not one."""
+def _peek(body: bytes) -> tuple[str | int | None, str | None]:
+    """The request id, and the protocolVersion asked for when this is an ``initialize``."""
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError):
-        return None
-    if not isinstance(decoded, dict) or decoded.get("method") != "initialize":
-        return None
+        return None, None
+    if not isinstance(decoded, dict):
+        return None, None
+    request_id = decoded.get("id")
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    if decoded.get("method") != "initialize":
+        return request_id, None
     params = decoded.get("params")
     requested = params.get("protocolVersion") if isinstance(params, dict) else None
-    return requested if isinstance(requested, str) else ""
+    return request_id, requested if isinstance(requested, str) else ""
 
 
 async def _buffer_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:

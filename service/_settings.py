@@ -25,7 +25,8 @@ def _split_commas(value: object) -> object:
 class Settings(BaseSettings):
     """Every setting longtools reads; each field is also the env var ``LONGTOOLS_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix="LONGTOOLS_", extra="ignore")
+    # Errors never echo what was given: a bad key must not end up in a log or a terminal.
+    model_config = SettingsConfigDict(env_prefix="LONGTOOLS_", extra="ignore", hide_input_in_errors=True)
 
     host: str = Field("127.0.0.1", description="Address the HTTP server binds to.")
     port: int = Field(8000, ge=0, le=65535, description="Port the HTTP server binds to (0 picks a free one).")

@@ -45,16 +45,18 @@ def test_no_meta_at_all_is_invalid_params_with_400(mcp_url: str) -> None:
 def test_an_unsupported_version_is_refused_with_the_supported_list(mcp_url: str, version: str) -> None:
     """Spec-mandated: -32022 with data.supported and data.requested, HTTP 400; legacy versions too."""
     params = {"_meta": {**meta(), "io.modelcontextprotocol/protocolVersion": version}}
-    err = error(post(mcp_url, "tools/list", params, headers={"mcp-protocol-version": version}), 400)
+    response = post(mcp_url, "tools/list", params, headers={"mcp-protocol-version": version})
+    err = error(response, 400)
     assert err["code"] == UNSUPPORTED_PROTOCOL_VERSION
     assert err["data"] == {"supported": [VERSION], "requested": version}
+    assert isinstance(response.json()["id"], int)
 
 
 def test_a_legacy_initialize_gets_the_supported_list(mcp_url: str) -> None:
     """Spec (versioning.mdx): a modern-only server names its versions in the error to initialize."""
     body = {
         "jsonrpc": "2.0",
-        "id": 1,
+        "id": "init-1",
         "method": "initialize",
         "params": {
             "protocolVersion": "2025-11-25",
@@ -66,6 +68,7 @@ def test_a_legacy_initialize_gets_the_supported_list(mcp_url: str) -> None:
     err = error(response, 400)
     assert err["code"] == UNSUPPORTED_PROTOCOL_VERSION
     assert err["data"] == {"supported": [VERSION], "requested": "2025-11-25"}
+    assert response.json()["id"] == "init-1"
 
 
 def test_a_version_header_that_disagrees_with_meta_is_a_header_mismatch(mcp_url: str) -> None:
