@@ -154,7 +154,7 @@ class _Handlers:
 
     def tool_input_schema(self, name: str) -> dict[str, Any] | None:
         tool = self._registry.tools.get(name)
-        return None if tool is None else tool.input_schema()
+        return None if tool is None else tool.input_schema
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
@@ -165,8 +165,8 @@ class _Handlers:
                     name=tool.name,
                     title=tool.title,
                     description=tool.description,
-                    input_schema=tool.input_schema(),
-                    output_schema=tool.output_schema(),
+                    input_schema=tool.input_schema,
+                    output_schema=tool.output_schema,
                     annotations=tool.annotations,
                 )
                 for tool in self._registry.tools.values()

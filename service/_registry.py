@@ -50,18 +50,24 @@ class Tool:
     output_model: type[BaseModel] | None = None
     title: str | None = None
     annotations: ToolAnnotations | None = None
+    schema: Mapping[str, Any] | None = None
+    """The ``inputSchema`` to list instead of the model's own, for what pydantic cannot generate
+    (2020-12 conditionals, anchors); arguments are still validated by ``input_model``."""
+    input_schema: dict[str, Any] = field(init=False, compare=False, repr=False)
+    output_schema: dict[str, Any] | None = field(init=False, compare=False, repr=False)
 
-    def input_schema(self) -> dict[str, Any]:
-        schema = self.input_model.model_json_schema()
-        schema.pop("title", None)
-        return schema
+    def __post_init__(self) -> None:
+        # Computed once: tools/list runs on every client start and the schemas never change.
+        listed = dict(self.schema) if self.schema is not None else _model_schema(self.input_model)
+        object.__setattr__(self, "input_schema", listed)
+        output = _model_schema(self.output_model) if self.output_model is not None else None
+        object.__setattr__(self, "output_schema", output)
 
-    def output_schema(self) -> dict[str, Any] | None:
-        if self.output_model is None:
-            return None
-        schema = self.output_model.model_json_schema()
-        schema.pop("title", None)
-        return schema
+
+def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,29 +91,58 @@ def test_the_pinned_suite_requires_exactly_these_37_server_scenarios() -> None:
     assert names == REQUIRED_SERVER_SCENARIOS
 
 
-def test_every_required_2026_07_28_server_scenario_passes(tmp_path: Path) -> None:
-    served = start_server(tmp_path, "--conformance-fixtures")
-    try:
-        done = _suite(
-            "server", "--url", served.url, "--requirements", "2026-07-28", "-o", str(tmp_path / "results")
-        )
-    finally:
-        served.stop()
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    seen: dict[str, list[dict[str, object]]] = {}
-    for checks_file in (tmp_path / "results").glob("server-*/checks.json"):
+@pytest.fixture(scope="module")
+def fixtures_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    served = start_server(tmp_path_factory.mktemp("conformance"), "--conformance-fixtures")
+    yield served.url
+    served.stop()
+
+
+def _results(out: Path) -> dict[str, list[dict[str, Any]]]:
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for checks_file in out.glob("server-*/checks.json"):
         found = _RESULT_DIR.match(checks_file.parent.name)
         assert found is not None, checks_file
         seen[found.group(1)] = json.loads(checks_file.read_text())
+    return seen
+
+
+def _assert_all_passed(scenario: str, checks: list[dict[str, Any]]) -> None:
+    assert checks, f"{scenario} ran no check"
+    bad = [
+        (check["id"], check["status"], check.get("errorMessage"))
+        for check in checks
+        if check["status"] not in ("SUCCESS", "INFO")
+        and not (check["status"] == "SKIPPED" and check["id"] in NOT_APPLICABLE)
+    ]
+    assert not bad, f"{scenario}: {bad}"
+
+
+def test_every_required_2026_07_28_server_scenario_passes(fixtures_url: str, tmp_path: Path) -> None:
+    done = _suite("server", "--url", fixtures_url, "--requirements", "2026-07-28", "-o", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    seen = _results(tmp_path)
     missing = REQUIRED_SERVER_SCENARIOS - seen.keys()
     assert not missing, f"scenarios that did not run: {sorted(missing)}"
     for scenario in REQUIRED_SERVER_SCENARIOS:
-        checks = seen[scenario]
-        assert checks, f"{scenario} ran no check"
-        bad = [
-            (check["id"], check["status"], check.get("errorMessage"))
-            for check in checks
-            if check["status"] not in ("SUCCESS", "INFO")
-            and not (check["status"] == "SKIPPED" and check["id"] in NOT_APPLICABLE)
-        ]
-        assert not bad, f"{scenario}: {bad}"
+        _assert_all_passed(scenario, seen[scenario])
+
+
+@pytest.mark.parametrize(
+    "scenario", ["json-schema-2020-12", "http-header-validation", "http-custom-header-server-validation"]
+)
+def test_pending_scenarios_pass_too(fixtures_url: str, tmp_path: Path, scenario: str) -> None:
+    """Not scored for 2026-07-28 yet (the suite's "pending"), but the behaviour they check is ours to keep."""
+    done = _suite(
+        "server",
+        "--url",
+        fixtures_url,
+        "--scenario",
+        scenario,
+        "--spec-version",
+        "2026-07-28",
+        "-o",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    _assert_all_passed(scenario, _results(tmp_path)[scenario])

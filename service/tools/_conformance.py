@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import anyio
 from mcp.shared.exceptions import MCPError
@@ -26,7 +27,7 @@ from mcp_types import (
     TextContent,
     TextResourceContents,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from service._registry import (
     Prompt,
@@ -36,6 +37,7 @@ from service._registry import (
     ResourceTemplate,
     Tool,
     ToolError,
+    ToolHandler,
     ToolReturn,
 )
 from service._round import Round, elicit, list_roots, sample
@@ -49,6 +51,50 @@ WAV_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
 class NoArgs(BaseModel):
     """A tool without arguments."""
+
+
+class HeaderArgs(BaseModel):
+    """SEP-2243: ``region`` is mirrored in the ``Mcp-Param-Region`` header, which must match it."""
+
+    region: str = Field(json_schema_extra={"x-mcp-header": "Region"})
+
+
+# SEP-1613 / SEP-2106: the schema a server emits must keep the full 2020-12 vocabulary.
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+class Contact(BaseModel):
+    """Accepts what the 2020-12 schema describes (the tool lists that schema verbatim)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    address: dict[str, str] | None = None
+    contactMethod: str | None = None
+    phone: str | None = None
+    email: str | None = None
 
 
 class NameForm(BaseModel):
@@ -235,7 +281,7 @@ async def _capabilities(args: NoArgs, rnd: Round) -> ToolReturn:
     )
 
 
-_TOOLS: Sequence[tuple[str, str, object]] = (
+_TOOLS: Sequence[tuple[str, str, ToolHandler]] = (
     ("test_simple_text", "Returns simple text content.", _simple_text),
     ("test_image_content", "Returns image content.", _image_content),
     ("test_audio_content", "Returns audio content.", _audio_content),
@@ -309,13 +355,33 @@ async def _template_data(variables: Mapping[str, str], rnd: Round) -> ResourceCo
     return f'{{"id":"{item}","templateTest":true,"data":"Data for ID: {item}"}}'
 
 
+async def _custom_header(args: HeaderArgs, rnd: Round) -> ToolReturn:
+    return _content(_text(f"Region: {args.region}"))
+
+
+async def _json_schema_2020_12(args: Contact, rnd: Round) -> ToolReturn:
+    return _content(_text(f"Contact: {args.name or 'anonymous'}"))
+
+
 def _argument(name: str, description: str) -> PromptArgument:
     return PromptArgument(name=name, description=description, required=True)
 
 
 def register_conformance_fixtures(registry: Registry) -> None:
     for name, description, handler in _TOOLS:
-        registry.add_tool(Tool(name=name, description=description, input_model=NoArgs, handler=handler))  # type: ignore[arg-type]
+        registry.add_tool(Tool(name=name, description=description, input_model=NoArgs, handler=handler))
+    registry.add_tool(
+        Tool("test_custom_header", "SEP-2243: a parameter mirrored in a header.", HeaderArgs, _custom_header)
+    )
+    registry.add_tool(
+        Tool(
+            "json_schema_2020_12_tool",
+            "Tool with JSON Schema 2020-12 features",
+            Contact,
+            _json_schema_2020_12,
+            schema=JSON_SCHEMA_2020_12,
+        )
+    )
     for prompt in (
         Prompt("test_simple_prompt", "A simple prompt without arguments", _simple_prompt),
         Prompt(
