@@ -176,7 +176,6 @@ class _Handlers:
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult | InputRequiredResult:
-        request_info()["tool"] = params.name
         tool = self._registry.tools.get(params.name)
         if tool is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
@@ -215,7 +214,6 @@ class _Handlers:
     async def get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
     ) -> GetPromptResult | InputRequiredResult:
-        request_info()["tool"] = params.name
         prompt = self._registry.prompts.get(params.name)
         if prompt is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
@@ -265,7 +263,6 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult | InputRequiredResult:
         uri = str(params.uri)
-        request_info()["tool"] = uri
         rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
         resource = self._registry.resources.get(uri)
         if resource is not None:

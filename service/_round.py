@@ -157,21 +157,27 @@ class Round:
         return response if isinstance(response, ListRootsResult) else None
 
     def ask(self, requests: Mapping[str, InputRequest], state: str | None = None) -> InputRequiredResult:
-        """An ``InputRequiredResult`` with only the requests this client can answer.
+        """An ``InputRequiredResult`` carrying only the requests this client can answer.
+
+        With no requests it is a state-only result: the client retries at once ("not yet").
 
         Raises:
-            MCPError: -32021 with ``data.requiredCapabilities`` when the client can answer none of
-                them and there is no state to carry (the spec forbids sending an undeclared kind).
+            MCPError: -32021 with ``data.requiredCapabilities`` when requests were given but the
+                client can answer none of them (the spec forbids sending an undeclared kind, and a
+                result with nothing to answer would only make the client retry in a loop).
         """
         kept = {key: request for key, request in requests.items() if self.supports(request)}
-        if not kept and state is None:
-            missing = next(iter(requests.values()), None)
-            required = _capability_for(missing) if missing is not None else ClientCapabilities()
+        if requests and not kept:
+            required: dict[str, Any] = {}
+            for request in requests.values():
+                required |= _capability_for(request).model_dump(mode="json", exclude_none=True)
             raise MCPError(
                 code=MISSING_REQUIRED_CLIENT_CAPABILITY,
                 message="Missing required client capability",
-                data={"requiredCapabilities": required.model_dump(mode="json", exclude_none=True)},
+                data={"requiredCapabilities": required},
             )
+        if not kept and state is None:
+            raise ValueError("ask() needs at least one input request or a state")
         return InputRequiredResult(input_requests=kept or None, request_state=state)
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:

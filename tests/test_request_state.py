@@ -56,11 +56,18 @@ def _first_round(url: str, ticket: str) -> str:
     return state
 
 
-def _retry(url: str, state: str, *, tool: str = "close_ticket", args: dict[str, Any] | None = None) -> Any:
+def _retry(
+    url: str,
+    state: str,
+    *,
+    tool: str = "close_ticket",
+    args: dict[str, Any] | None = None,
+    responses: dict[str, Any] = ANSWER,
+) -> Any:
     params = {
         "name": tool,
         "arguments": args if args is not None else {"ticket_id": "T-100"},
-        "inputResponses": ANSWER,
+        "inputResponses": responses,
         "requestState": state,
     }
     return post(url, "tools/call", params)
@@ -114,38 +121,23 @@ def test_the_rejection_reason_goes_to_the_log_and_the_state_never_does(server: S
 def test_a_good_state_with_a_missing_answer_asks_again(server: Served) -> None:
     """SEP-2322 guidance: missing information gets a fresh InputRequiredResult, not an error."""
     state = _first_round(server.url, "T-300")
-    params = {
-        "name": "close_ticket",
-        "arguments": {"ticket_id": "T-300"},
-        "inputResponses": {"wrong_key": {"action": "accept", "content": {"reason": "resolved"}}},
-        "requestState": state,
-    }
-    again = result(post(server.url, "tools/call", params))
+    wrong_key = {"wrong_key": {"action": "accept", "content": {"reason": "resolved"}}}
+    again = result(_retry(server.url, state, args={"ticket_id": "T-300"}, responses=wrong_key))
     assert again["resultType"] == "input_required"
     assert set(again["inputRequests"]) == {"close_reason"}
 
 
 def test_a_malformed_answer_is_asked_again_never_a_crash(server: Served) -> None:
     state = _first_round(server.url, "T-301")
-    params = {
-        "name": "close_ticket",
-        "arguments": {"ticket_id": "T-301"},
-        "inputResponses": {"close_reason": {"action": "accept", "content": {"reason": "because"}}},
-        "requestState": state,
-    }
-    again = result(post(server.url, "tools/call", params))
+    not_an_option = {"close_reason": {"action": "accept", "content": {"reason": "because"}}}
+    again = result(_retry(server.url, state, args={"ticket_id": "T-301"}, responses=not_an_option))
     assert again["resultType"] == "input_required"
 
 
 def test_a_declined_question_leaves_the_ticket_open(server: Served) -> None:
     state = _first_round(server.url, "T-302")
-    params = {
-        "name": "close_ticket",
-        "arguments": {"ticket_id": "T-302"},
-        "inputResponses": {"close_reason": {"action": "decline"}},
-        "requestState": state,
-    }
-    done = result(post(server.url, "tools/call", params))
+    declined = {"close_reason": {"action": "decline"}}
+    done = result(_retry(server.url, state, args={"ticket_id": "T-302"}, responses=declined))
     assert done["structuredContent"] == {"ticket_id": "T-302", "status": "open", "reason": None, "note": None}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 from mcp_types import (
@@ -13,7 +15,7 @@ from mcp_types import (
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 
-from tests.wire import VERSION, error, is_sse, meta, post, result, sse_messages
+from tests.wire import VERSION, error, headers_for, is_sse, meta, post, result, sse_messages
 
 
 def test_discover_names_the_one_supported_version_and_the_server(mcp_url: str) -> None:
@@ -237,3 +239,37 @@ def test_without_progress_token_the_same_tool_answers_plain_json(mcp_url: str) -
     response = post(mcp_url, "tools/call", {"name": "test_tool_with_progress", "arguments": {}})
     assert response.headers["content-type"].startswith("application/json")
     assert response.json()["result"]["resultType"] == "complete"
+
+
+def test_a_tool_whose_every_question_is_undeclared_says_all_it_needs(mcp_url: str) -> None:
+    """Ours: rather than a state-only round the client would retry forever, -32021 naming every kind."""
+    called = post(
+        mcp_url, "tools/call", {"name": "test_input_required_result_capabilities", "arguments": {}}, caps={}
+    )
+    err = error(called, 400)
+    assert err["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert err["data"]["requiredCapabilities"] == {"elicitation": {}, "sampling": {}}
+
+
+def test_only_the_declared_kinds_are_asked_for(mcp_url: str) -> None:
+    called = post(
+        mcp_url,
+        "tools/call",
+        {"name": "test_input_required_result_capabilities", "arguments": {}},
+        caps={"sampling": {}},
+    )
+    asked = result(called)
+    assert asked["resultType"] == "input_required"
+    assert {request["method"] for request in asked["inputRequests"].values()} == {"sampling/createMessage"}
+
+
+def test_a_chunked_oversized_body_is_refused_without_a_server_error(mcp_url: str) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{},"pad":"'
+        for _ in range(40):
+            yield b"x" * 32_768
+        yield b'"}}'
+
+    response = httpx.post(mcp_url, content=chunks(), headers=headers_for("tools/list", {}))
+    assert response.status_code == 413
+    assert "too large" in response.text.lower()

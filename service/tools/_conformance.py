@@ -261,14 +261,6 @@ async def _multi_round(args: NoArgs, rnd: Round) -> ToolReturn:
     )
 
 
-async def _tampered_state(args: NoArgs, rnd: Round) -> ToolReturn:
-    # The state is sealed by the server; a tampered echo never reaches this handler.
-    answer = rnd.elicited("confirm", ConfirmForm) if rnd.request_state == "awaiting-confirm" else None
-    if answer is None:
-        return rnd.ask({"confirm": elicit("Please confirm", ConfirmForm)}, state="awaiting-confirm")
-    return _content(_text("state-ok: requestState validated"))
-
-
 async def _capabilities(args: NoArgs, rnd: Round) -> ToolReturn:
     if rnd.request_state == "asked" and (rnd.input_responses.keys() & {"elicit_input", "sample_input"}):
         return _content(_text(f"Received: {', '.join(sorted(rnd.input_responses))}"))
@@ -298,7 +290,8 @@ _TOOLS: Sequence[tuple[str, str, ToolHandler]] = (
     ("test_input_required_result_request_state", "MRTR: round-trips requestState.", _request_state),
     ("test_input_required_result_multiple_inputs", "MRTR: three kinds of input at once.", _multiple_inputs),
     ("test_input_required_result_multi_round", "MRTR: two questions over three rounds.", _multi_round),
-    ("test_input_required_result_tampered_state", "MRTR: rejects a tampered requestState.", _tampered_state),
+    # Same flow as request_state: the server seals the state, so a tampered echo never reaches it.
+    ("test_input_required_result_tampered_state", "MRTR: rejects a tampered requestState.", _request_state),
     ("test_input_required_result_capabilities", "MRTR: asks only what the client declared.", _capabilities),
 )
 
