@@ -118,3 +118,15 @@ def test_the_listening_socket_is_tcp_so_responses_are_not_delayed() -> None:
         assert sock.proto == socket.IPPROTO_TCP
     finally:
         sock.close()
+
+
+def test_console_logs_are_lines_for_people_not_json(tmp_path: Path) -> None:
+    served = start_server(tmp_path, env={"LONGTOOLS_LOG_FORMAT": "console"})
+    try:
+        post(served.url, "server/discover")
+    finally:
+        served.stop()
+    lines = [line for line in served.log_text().splitlines() if "mcp_request" in line]
+    assert len(lines) == 1
+    assert not lines[0].lstrip().startswith("{")
+    assert "method=server/discover" in lines[0]
