@@ -70,7 +70,11 @@ def serve(
         sock = _bind(settings.host, settings.port)
     except OSError as exc:
         _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        sock.close()
+        _fail(f"cannot create the data directory {settings.data_dir}: {exc.strerror or exc}")
     app = create_app(settings)
     server = _Server(
         uvicorn.Config(

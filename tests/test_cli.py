@@ -130,3 +130,17 @@ def test_console_logs_are_lines_for_people_not_json(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert not lines[0].lstrip().startswith("{")
     assert "method=server/discover" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--port", "70000"), "port: Input should be less than or equal to 65535"),
+        (("--port", "0", "--data-dir", "/proc/longtools-cannot-be-here"), "cannot create the data directory"),
+    ],
+)
+def test_bad_options_are_one_line_with_exit_2(args: tuple[str, ...], expected: str) -> None:
+    done = _run("serve", *args)
+    assert done.returncode == 2
+    assert expected in done.stderr
+    assert "Traceback" not in done.stderr
