@@ -118,17 +118,12 @@ async def _record_outcome(ctx: ServerRequestContext[Any, Any], call_next: CallNe
     except ValidationError:
         info["outcome"] = "error invalid params"
         raise
-    if isinstance(result, dict):
-        outcome = result.get("resultType") or "complete"
-        if result.get("isError"):
-            outcome = "tool_error"
-    elif isinstance(result, InputRequiredResult):
-        outcome = "input_required"
+    if isinstance(result, InputRequiredResult):
+        info["outcome"] = "input_required"
     elif isinstance(result, CallToolResult) and result.is_error:
-        outcome = "tool_error"
+        info["outcome"] = "tool_error"
     else:
-        outcome = "complete"
-    info["outcome"] = outcome
+        info["outcome"] = "complete"
     return result
 
 

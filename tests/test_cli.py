@@ -31,17 +31,19 @@ def test_serve_prints_its_url_answers_health_and_stops_cleanly_on_a_signal(tmp_p
 
 
 def test_serve_writes_one_json_event_per_request_without_bodies(tmp_path: Path) -> None:
-    served = start_server(tmp_path)
+    served = start_server(tmp_path, "--conformance-fixtures")
     try:
         post(served.url, "tools/call", {"name": "echo", "arguments": {"text": "secret-argument-value"}})
         post(served.url, "tools/explode")
+        post(served.url, "tools/call", {"name": "test_error_handling", "arguments": {}})
     finally:
         served.stop()
     events = [line for line in served.log_text().splitlines() if '"mcp_request"' in line]
-    assert len(events) == 2
+    assert len(events) == 3
     assert '"method": "tools/call"' in events[0] and '"tool": "echo"' in events[0]
     assert '"outcome": "complete"' in events[0] and '"duration_ms"' in events[0]
     assert '"outcome": "error -32601"' in events[1] and '"status": 404' in events[1]
+    assert '"outcome": "tool_error"' in events[2]
     assert "secret-argument-value" not in served.log_text()
 
 
