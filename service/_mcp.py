@@ -118,12 +118,10 @@ async def _record_outcome(ctx: ServerRequestContext[Any, Any], call_next: CallNe
     except ValidationError:
         info["outcome"] = "error invalid params"
         raise
-    if isinstance(result, InputRequiredResult):
-        info["outcome"] = "input_required"
-    elif isinstance(result, CallToolResult) and result.is_error:
-        info["outcome"] = "tool_error"
-    else:
-        info["outcome"] = "complete"
+    # Inside the middleware chain a result is already the wire dict (the SDK runner serializes
+    # it there so every middleware sees what goes out).
+    wire = result if isinstance(result, dict) else {}
+    info["outcome"] = "tool_error" if wire.get("isError") else wire.get("resultType", "complete")
     return result
 
 
