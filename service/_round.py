@@ -48,8 +48,15 @@ def elicit(message: str, schema: type[BaseModel] | Mapping[str, Any]) -> ElicitR
     return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=requested))
 
 
+_PRIMITIVES = {"string", "number", "integer", "boolean"}
+
+
 def _flatten(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline pydantic's ``$defs`` (enums): an elicitation schema must be flat, without references."""
+    """Make pydantic's schema an elicitation form: flat primitive fields, no references.
+
+    Enums in ``$defs`` are inlined and ``X | None`` becomes an optional ``X``. Anything else that
+    a form cannot hold (nested objects, free arrays) is a mistake in the tool, caught here.
+    """
     defs: dict[str, Any] = schema.pop("$defs", {})
     properties: dict[str, Any] = schema.get("properties", {})
     for name, prop in properties.items():
@@ -57,7 +64,19 @@ def _flatten(schema: dict[str, Any]) -> dict[str, Any]:
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             target = dict(defs[ref.removeprefix("#/$defs/")])
             target.pop("title", None)
-            properties[name] = {**target, **prop}
+            prop = {**target, **prop}
+        branches = [branch for branch in prop.pop("anyOf", []) if branch.get("type") != "null"]
+        if len(branches) == 1:
+            prop = {**branches[0], **prop}
+            if prop.get("default", "") is None:
+                del prop["default"]
+        kind = prop.get("type")
+        multi_select = kind == "array" and "enum" in prop.get("items", {})
+        if kind not in _PRIMITIVES and not multi_select:
+            raise ValueError(
+                f"elicitation field {name!r} must be a string, number, integer, boolean or enum, not {prop}"
+            )
+        properties[name] = prop
     return schema
 
 

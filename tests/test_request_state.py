@@ -152,3 +152,17 @@ def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(
         assert done["structuredContent"]["status"] == "closed"
     finally:
         replica.stop()
+
+
+def test_a_replayed_final_round_does_not_close_twice_or_change_the_closure(server: Served) -> None:
+    """Seed test matrix, "duplicate request": the side effect is idempotent, the replay harmless.
+
+    (Single-use state across replicas is the production issue's; here the store is the guard.)"""
+    state = _first_round(server.url, "T-500")
+    first = result(_retry(server.url, state, args={"ticket_id": "T-500"}))
+    replay = result(_retry(server.url, state, args={"ticket_id": "T-500"}))
+    other_answer = {"close_reason": {"action": "accept", "content": {"reason": "wont_fix"}}}
+    changed = result(_retry(server.url, state, args={"ticket_id": "T-500"}, responses=other_answer))
+    assert first["structuredContent"]["reason"] == "duplicate"
+    assert replay["structuredContent"] == first["structuredContent"]
+    assert changed["structuredContent"] == first["structuredContent"]

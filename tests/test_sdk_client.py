@@ -146,3 +146,23 @@ async def test_each_round_has_the_raw_shape_the_spec_gives(server: Any) -> None:
         "reason": "wont_fix",
         "note": None,
     }
+
+
+async def test_a_prompt_asks_through_the_same_loop(server: Any) -> None:
+    recorder = Recorder()
+    with anyio.fail_after(30):
+        async with _client(server.url, recorder) as client:
+            prompt = await client.get_prompt("test_input_required_result_prompt")
+    assert recorder.asked == ["What context should the prompt use?"]
+    content = prompt.messages[0].content
+    assert isinstance(content, TextContent) and content.text == "Prompt with context: Ada"
+
+
+async def test_resources_and_templates_read_through_the_client(server: Any) -> None:
+    with anyio.fail_after(30):
+        async with _client(server.url, Recorder()) as client:
+            listed = await client.list_resources()
+            templated = await client.read_resource("test://template/42/data")
+    assert [str(res.uri) for res in listed.resources][:2] == ["test://static-text", "test://static-binary"]
+    text = templated.contents[0]
+    assert getattr(text, "text", "") == '{"id":"42","templateTest":true,"data":"Data for ID: 42"}'
