@@ -52,7 +52,6 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
 
     app = FastAPI(title="longtools", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ready = False
-    app.state.settings = settings
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

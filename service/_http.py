@@ -107,7 +107,8 @@ class McpGate:
 
 
 def _latin1(value: bytes | None) -> str | None:
-    return value.decode("latin-1") if value is not None else None
+    # Client-chosen header values go to the log: bounded, so a huge one cannot flood it.
+    return value[:200].decode("latin-1") if value is not None else None
 
 
 def _error_outcome(body: bytes) -> str:
