@@ -119,6 +119,18 @@ def _kind_supported(request: InputRequest, caps: ClientCapabilities) -> bool:
     return caps.roots is not None
 
 
+def missing_capability(*needed: InputRequest) -> MCPError:
+    """-32021 with ``data.requiredCapabilities`` naming what the ``needed`` requests take."""
+    required: dict[str, Any] = {}
+    for request in needed:
+        required |= _capability_for(request).model_dump(mode="json", exclude_none=True)
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message="Missing required client capability",
+        data={"requiredCapabilities": required},
+    )
+
+
 def _capability_for(request: InputRequest) -> ClientCapabilities:
     if isinstance(request, ElicitRequest):
         return ClientCapabilities(elicitation=ElicitationCapability())
@@ -187,14 +199,7 @@ class Round:
         """
         kept = {key: request for key, request in requests.items() if self.supports(request)}
         if requests and not kept:
-            required: dict[str, Any] = {}
-            for request in requests.values():
-                required |= _capability_for(request).model_dump(mode="json", exclude_none=True)
-            raise MCPError(
-                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-                message="Missing required client capability",
-                data={"requiredCapabilities": required},
-            )
+            raise missing_capability(*requests.values())
         if not kept and state is None:
             raise ValueError("ask() needs at least one input request or a state")
         return InputRequiredResult(input_requests=kept or None, request_state=state)

@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
-from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
     AudioContent,
     CallToolResult,
     ContentBlock,
@@ -40,7 +38,7 @@ from service._registry import (
     ToolHandler,
     ToolReturn,
 )
-from service._round import Round, elicit, list_roots, sample
+from service._round import Round, elicit, list_roots, missing_capability, sample
 
 # A 1x1 PNG and a minimal RIFF/WAVE, as the suite's reference server sends them.
 PNG_BASE64 = (
@@ -171,21 +169,10 @@ async def _with_progress(args: NoArgs, rnd: Round) -> ToolReturn:
 
 
 async def _missing_capability(args: NoArgs, rnd: Round) -> ToolReturn:
-    if rnd.client_capabilities.sampling is None:
-        raise MCPError(
-            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-            message="Missing required client capability",
-            data={"requiredCapabilities": {"sampling": {}}},
-        )
+    needed = sample("Any question", max_tokens=10)
+    if not rnd.supports(needed):
+        raise missing_capability(needed)
     return _content(_text("Success"))
-
-
-async def _streaming_elicitation(args: NoArgs, rnd: Round) -> ToolReturn:
-    # The 2026-07-28 way to ask mid-call: an MRTR round, never a request on the response stream.
-    answer = rnd.elicited("user_name", NameForm)
-    if answer is None:
-        return rnd.ask({"user_name": elicit("What is your name?", NameForm)})
-    return _content(_text(f"Hello, {answer.content.name if answer.content else 'stranger'}!"))
 
 
 async def _logging_tool(args: NoArgs, rnd: Round) -> ToolReturn:
@@ -246,18 +233,16 @@ async def _multi_round(args: NoArgs, rnd: Round) -> ToolReturn:
         color = rnd.elicited("step2", ColorForm)
         if color is not None and color.content is not None:
             return _content(_text(f"Multi-round complete for {name} who likes {color.content.color}"))
-        return rnd.ask(
-            {"step2": elicit("Step 2: What is your favorite color?", ColorForm)},
-            state=f"step2.{secrets.token_hex(4)}:{name}",
-        )
-    first = rnd.elicited("step1", NameForm) if step.startswith("step1") else None
-    if first is None or first.content is None:
+    elif step.startswith("step1"):
+        first = rnd.elicited("step1", NameForm)
+        name = first.content.name if first is not None and first.content is not None else ""
+    if not name:
         return rnd.ask(
             {"step1": elicit("Step 1: What is your name?", NameForm)}, state=f"step1.{secrets.token_hex(4)}:"
         )
     return rnd.ask(
         {"step2": elicit("Step 2: What is your favorite color?", ColorForm)},
-        state=f"step2.{secrets.token_hex(4)}:{first.content.name}",
+        state=f"step2.{secrets.token_hex(4)}:{name}",
     )
 
 
@@ -282,7 +267,8 @@ _TOOLS: Sequence[tuple[str, str, ToolHandler]] = (
     ("test_error_handling", "Always returns a tool error.", _error_handling),
     ("test_tool_with_progress", "Reports progress 0, 50, 100 before answering.", _with_progress),
     ("test_missing_capability", "Needs the sampling client capability.", _missing_capability),
-    ("test_streaming_elicitation", "Asks for a name through MRTR.", _streaming_elicitation),
+    # The 2026-07-28 way to ask mid-call is an MRTR round, never a request on the response stream.
+    ("test_streaming_elicitation", "Asks for a name through MRTR.", _elicitation),
     ("test_logging_tool", "Sends no log notification unless asked to.", _logging_tool),
     ("test_input_required_result_elicitation", "MRTR: asks for a name.", _elicitation),
     ("test_input_required_result_sampling", "MRTR: asks the client to sample.", _sampling),
