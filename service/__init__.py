@@ -24,8 +24,9 @@ from service._registry import (
     ToolError,
     ToolReturn,
 )
-from service._round import Elicited, InputRequest, Round, elicit, list_roots, sample
+from service._round import Round
 from service._settings import Settings
+from workflows._inputs import Elicited, InputRequest, elicit, list_roots, sample
 
 __all__ = [
     "Elicited",

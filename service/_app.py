@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 
@@ -11,11 +12,16 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
+from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from service._http import McpGate
 from service._mcp import build_server
 from service._registry import Registry
 from service._settings import Settings
+from service._tasks import Tasks
+from service._temporal import connect
 from service.tools import default_registry
 
 _LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
@@ -30,9 +36,20 @@ def longtools_version() -> str:
 
 
 def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
-    """The API process's ASGI app: ``POST /mcp`` plus ``GET /healthz``. No side effects until served."""
+    """The API process's ASGI app: ``POST /mcp`` plus ``GET /healthz``. No side effects until served.
+
+    The Temporal client is made when the app starts serving (lazily connected, so the API comes up
+    even while Temporal does not answer yet; ``/healthz`` says which).
+    """
     registry = registry if registry is not None else default_registry(settings)
-    server = build_server(settings, registry, version=longtools_version())
+    temporal: list[Client] = []
+
+    def client() -> Client:
+        return temporal[0]
+
+    server = build_server(
+        settings, registry, version=longtools_version(), tasks=Tasks(settings, registry, client)
+    )
     # Behind a proxy the public host name must be listed; the guard still refuses every other Host.
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -45,6 +62,7 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        temporal.append(await connect(settings, lazy=True))
         async with manager.run():
             app.state.ready = True
             yield
@@ -57,6 +75,12 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
     async def healthz() -> JSONResponse:
         if not app.state.ready:
             return JSONResponse({"status": "starting"}, status_code=503)
+        try:
+            await client().workflow_service.get_system_info(
+                GetSystemInfoRequest(), timeout=timedelta(seconds=2)
+            )
+        except RPCError as exc:
+            return JSONResponse({"status": "temporal unavailable", "detail": exc.message}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     gate = McpGate(manager.handle_request, security, max_body_bytes=settings.max_body_bytes)

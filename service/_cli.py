@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
 import secrets
 import signal
 import socket
@@ -17,10 +18,15 @@ import structlog
 import typer
 import uvicorn
 from pydantic import ValidationError
+from temporalio.worker import Worker
 
 from service._app import create_app
+from service._devserver import DevServerError, start_dev_server
 from service._logging import configure_logging
+from service._registry import Registry
 from service._settings import Settings
+from service._temporal import build_worker, connect
+from service.tools import ToolModuleError, default_registry
 
 cli = typer.Typer(
     name="longtools",
@@ -32,62 +38,147 @@ cli = typer.Typer(
 log = structlog.get_logger("longtools.cli")
 
 
-@cli.command()
-def serve(
-    host: Annotated[
-        str | None, typer.Option(help="Address to bind [env LONGTOOLS_HOST, default 127.0.0.1].")
-    ] = None,
-    port: Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one [default 8000].")] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(help="Directory for local state [env LONGTOOLS_DATA_DIR, default .longtools]."),
-    ] = None,
-    conformance_fixtures: Annotated[
-        bool | None,
-        typer.Option(
-            "--conformance-fixtures/--no-conformance-fixtures",
-            help="Also serve the official conformance suite's fixtures (off by default).",
-        ),
-    ] = None,
-) -> None:
-    """Run the service until Ctrl-C or SIGTERM; prints the MCP URL once it accepts requests."""
-    overrides: dict[str, Any] = {
-        key: value
-        for key, value in {
-            "host": host,
-            "port": port,
-            "data_dir": data_dir,
-            "conformance_fixtures": conformance_fixtures,
-        }.items()
-        if value is not None
-    }
+# Options shared by the commands; each is also an environment variable (see Settings).
+_HostOpt = Annotated[
+    str | None, typer.Option(help="Address to bind [env LONGTOOLS_HOST, default 127.0.0.1].")
+]
+_PortOpt = Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one [default 8000].")]
+_DataDirOpt = Annotated[
+    Path | None, typer.Option(help="Directory for local state [env LONGTOOLS_DATA_DIR, default .longtools].")
+]
+_FixturesOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--conformance-fixtures/--no-conformance-fixtures",
+        help="Also serve the official conformance suite's fixtures (off by default).",
+    ),
+]
+_ExamplesOpt = Annotated[
+    bool | None,
+    typer.Option("--examples/--no-examples", help="Serve the helpdesk example tools (on by default)."),
+]
+_ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        help="A module of your own tools to load (repeatable); it defines register(registry, settings) "
+        "[env LONGTOOLS_TOOLS, comma-separated].",
+    ),
+]
+_AddressOpt = Annotated[
+    str | None,
+    typer.Option(help="Temporal frontend host:port [env LONGTOOLS_TEMPORAL_ADDRESS]."),
+]
+_NamespaceOpt = Annotated[str | None, typer.Option(help="Temporal namespace [default 'default'].")]
+_QueueOpt = Annotated[
+    str | None, typer.Option(help="Temporal task queue of the long tools [default 'longtools'].")
+]
+
+
+def _settings(**overrides: Any) -> Settings:
     try:
-        settings = Settings(**overrides)
+        settings = Settings(**{key: value for key, value in overrides.items() if value is not None})
     except ValidationError as exc:
         _fail(f"invalid configuration: {_first_error(exc)}")
     configure_logging(settings)
     try:
-        sock = _bind(settings.host, settings.port)
-    except OSError as exc:
-        _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
-    try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        sock.close()
         _fail(f"cannot create the data directory {settings.data_dir}: {exc.strerror or exc}")
-    app = create_app(settings)
-    server = _Server(
-        uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            lifespan="on",
-            timeout_graceful_shutdown=10,
-        )
+    return settings
+
+
+def _registry(settings: Settings) -> Registry:
+    try:
+        return default_registry(settings)
+    except ToolModuleError as exc:
+        _fail(str(exc))
+
+
+@cli.command()
+def serve(
+    host: _HostOpt = None,
+    port: _PortOpt = None,
+    data_dir: _DataDirOpt = None,
+    conformance_fixtures: _FixturesOpt = None,
+    examples: _ExamplesOpt = None,
+    tools: _ToolsOpt = None,
+    temporal_address: _AddressOpt = None,
+    temporal_namespace: _NamespaceOpt = None,
+    task_queue: _QueueOpt = None,
+) -> None:
+    """Run everything (Temporal, a worker, the API) until Ctrl-C or SIGTERM; prints the MCP URL when ready.
+
+    Without --temporal-address it starts the embedded Temporal dev server with its data in
+    <data-dir>/temporal.db, so tasks survive a restart.
+    """
+    settings = _settings(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        conformance_fixtures=conformance_fixtures,
+        examples=examples,
+        tools=tools,
+        temporal_address=temporal_address,
+        temporal_namespace=temporal_namespace,
+        task_queue=task_queue,
     )
-    code = asyncio.run(_serve(server, sock, settings.host))
-    raise typer.Exit(code)
+    registry = _registry(settings)
+    sock = _listen(settings)
+    raise typer.Exit(asyncio.run(_run(settings, registry, sock=sock, worker=True, embedded=True)))
+
+
+@cli.command()
+def api(
+    host: _HostOpt = None,
+    port: _PortOpt = None,
+    data_dir: _DataDirOpt = None,
+    conformance_fixtures: _FixturesOpt = None,
+    examples: _ExamplesOpt = None,
+    tools: _ToolsOpt = None,
+    temporal_address: _AddressOpt = None,
+    temporal_namespace: _NamespaceOpt = None,
+    task_queue: _QueueOpt = None,
+) -> None:
+    """Run only the MCP API (stateless; run as many as you like) against an existing Temporal."""
+    settings = _settings(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        conformance_fixtures=conformance_fixtures,
+        examples=examples,
+        tools=tools,
+        temporal_address=temporal_address,
+        temporal_namespace=temporal_namespace,
+        task_queue=task_queue,
+    )
+    registry = _registry(settings)
+    sock = _listen(settings)
+    raise typer.Exit(asyncio.run(_run(settings, registry, sock=sock, worker=False, embedded=False)))
+
+
+@cli.command()
+def worker(
+    data_dir: _DataDirOpt = None,
+    conformance_fixtures: _FixturesOpt = None,
+    examples: _ExamplesOpt = None,
+    tools: _ToolsOpt = None,
+    temporal_address: _AddressOpt = None,
+    temporal_namespace: _NamespaceOpt = None,
+    task_queue: _QueueOpt = None,
+) -> None:
+    """Run only a worker for the long tools (run as many as you like) against an existing Temporal."""
+    settings = _settings(
+        data_dir=data_dir,
+        conformance_fixtures=conformance_fixtures,
+        examples=examples,
+        tools=tools,
+        temporal_address=temporal_address,
+        temporal_namespace=temporal_namespace,
+        task_queue=task_queue,
+    )
+    registry = _registry(settings)
+    raise typer.Exit(asyncio.run(_run(settings, registry, sock=None, worker=True, embedded=False)))
 
 
 @cli.command()
@@ -111,6 +202,90 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _listen(settings: Settings) -> socket.socket:
+    try:
+        return _bind(settings.host, settings.port)
+    except OSError as exc:
+        _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
+
+
+async def _run(
+    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
+) -> int:
+    """Start what this command runs, in order (Temporal, worker, API), then stop it in reverse."""
+    code = await _run_parts(settings, registry, sock=sock, worker=worker, embedded=embedded)
+    if code == 0:
+        log.info("stopped")
+    return code
+
+
+async def _run_parts(
+    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
+) -> int:
+    async with contextlib.AsyncExitStack() as stack:
+        if embedded and settings.temporal_address is None:
+            try:
+                dev = await start_dev_server(settings.data_dir / "temporal.db", port=settings.temporal_port)
+            except DevServerError as exc:
+                if sock is not None:
+                    sock.close()
+                typer.echo(f"longtools: {exc}", err=True)
+                return 1
+            stack.callback(dev.stop)
+            settings = settings.model_copy(update={"temporal_address": dev.address})
+            log.info("temporal_started", address=dev.address, db=str(settings.data_dir / "temporal.db"))
+        stop = asyncio.Event()
+        if worker and not (registry.workflows or registry.activities):
+            if sock is None:
+                typer.echo("longtools: no long tools are configured; a worker has nothing to run", err=True)
+                return 2
+            worker = False  # serve with quick tools only
+        if worker:
+            try:
+                client = await connect(settings)
+            except RuntimeError as exc:  # the SDK's "Failed client connect"
+                if sock is not None:
+                    sock.close()
+                typer.echo(
+                    f"longtools: cannot reach Temporal at {settings.temporal_address}: {exc}", err=True
+                )
+                return 1
+            running = build_worker(settings, client, registry)
+            worker_task = asyncio.create_task(running.run())
+            stack.push_async_callback(_stop_worker, running, worker_task)
+        if sock is None:
+            print(  # noqa: T201
+                f"longtools worker polling task queue {settings.task_queue!r} at {settings.temporal_address}",
+                flush=True,
+            )
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+            return 0
+        return await _serve(_uvicorn(settings, registry), sock, settings.host)
+    return 0
+
+
+async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
+    await running.shutdown()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def _uvicorn(settings: Settings, registry: Registry) -> _Server:
+    return _Server(
+        uvicorn.Config(
+            create_app(settings, registry),
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            lifespan="on",
+            timeout_graceful_shutdown=10,
+        )
+    )
+
+
 async def _serve(server: _Server, sock: socket.socket, host: str) -> int:
     async def run() -> int:
         try:
@@ -127,10 +302,7 @@ async def _serve(server: _Server, sock: socket.socket, host: str) -> int:
         port = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         print(f"longtools serving MCP at http://{shown}:{port}/mcp", flush=True)  # noqa: T201
-    code = await task
-    if code == 0:
-        log.info("stopped")
-    return code
+    return await task
 
 
 class _Server(uvicorn.Server):
@@ -169,7 +341,15 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 
 
 def main() -> None:
+    code = 0
     try:
         cli()
     except KeyboardInterrupt:
-        sys.exit(130)
+        code = 130
+    except SystemExit as exc:  # typer ends every command this way, success included
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without interpreter teardown: a process that used Temporal's Rust core can abort while
+    # finalizing (temporalio/sdk-python#300, exit 134) after all its work is done.
+    os._exit(code)

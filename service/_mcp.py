@@ -9,7 +9,6 @@ and because later tools/call must also route to Temporal workflows. Everything o
 from __future__ import annotations
 
 import base64
-import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -38,34 +37,37 @@ from mcp_types import (
     PromptReference,
     ReadResourceRequestParams,
     ReadResourceResult,
-    TextContent,
     TextResourceContents,
 )
 from mcp_types import Prompt as WirePrompt
 from mcp_types import Resource as WireResource
 from mcp_types import ResourceTemplate as WireResourceTemplate
 from mcp_types import Tool as WireTool
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from service._auth import principal_of
 from service._logging import request_info
-from service._registry import Registry, ResourceContent, Tool, ToolError
+from service._long import LongTools
+from service._registry import Registry, ResourceContent, ToolError, to_call_result, tool_error_result
 from service._round import Round
 from service._settings import Settings
+from service._tasks import Tasks
+from workflows import ProtocolError
 
 log = structlog.get_logger("longtools.mcp")
 
 _MAX_COMPLETIONS = 100  # spec: at most 100 values per completion response
 
 
-def build_server(settings: Settings, registry: Registry, *, version: str) -> Server[Any]:
+def build_server(settings: Settings, registry: Registry, *, version: str, tasks: Tasks) -> Server[Any]:
     """A low-level SDK server answering from ``registry``, sealing state with the configured keys."""
-    handlers = _Handlers(registry)
+    long_tools = LongTools(settings, tasks)
+    handlers = _Handlers(registry, long_tools)
     server: Server[Any] = Server(
         settings.server_name,
         version=version,
         get_tool_input_schema=handlers.tool_input_schema,
         on_list_tools=handlers.list_tools,
-        on_call_tool=handlers.call_tool,
         on_list_prompts=handlers.list_prompts,
         on_get_prompt=handlers.get_prompt,
         on_list_resources=handlers.list_resources,
@@ -73,6 +75,10 @@ def build_server(settings: Settings, registry: Registry, *, version: str) -> Ser
         on_read_resource=handlers.read_resource,
         on_completion=handlers.complete,
     )
+    # Registered directly, not as on_call_tool: that typed slot does not admit the Tasks
+    # extension's CreateTaskResult (resultType "task"), which the runner passes through as is.
+    server.add_request_handler("tools/call", CallToolRequestParams, handlers.call_tool)
+    long_tools.install(server)
     # Outermost first: record the outcome, refuse oversized state before spending an AEAD open on
     # it, then the SDK's boundary unseals inbound and seals outbound requestState.
     server.middleware.append(_record_outcome)
@@ -97,14 +103,8 @@ def state_security(settings: Settings) -> RequestStateSecurity:
         keys=keys,
         ttl=settings.state_ttl_s,
         audience=settings.server_name,
-        # No authentication exists yet, so every caller is the same principal; binding a fixed
-        # value keeps the claim present so state minted under a future principal cannot cross.
-        bind_principal=_principal,
+        bind_principal=principal_of,
     )
-
-
-def _principal(ctx: ServerRequestContext[Any, Any]) -> str:
-    return "anonymous"
 
 
 async def _record_outcome(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -142,8 +142,9 @@ class _StateSizeLimit:
 
 
 class _Handlers:
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, long_tools: LongTools) -> None:
         self._registry = registry
+        self._long_tools = long_tools
 
     def tool_input_schema(self, name: str) -> dict[str, Any] | None:
         tool = self._registry.tools.get(name)
@@ -168,7 +169,7 @@ class _Handlers:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
-    ) -> CallToolResult | InputRequiredResult:
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         tool = self._registry.tools.get(params.name)
         if tool is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
@@ -176,18 +177,22 @@ class _Handlers:
             args = tool.input_model.model_validate(params.arguments or {})
         except ValidationError as exc:
             # Bad arguments are the caller's to correct, so they are a tool error the model can read.
-            return _tool_error(f"Invalid arguments for tool {tool.name}: {_describe(exc)}")
+            return tool_error_result(f"Invalid arguments for tool {tool.name}: {_describe(exc)}")
         rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
         try:
+            if tool.handler is None:
+                return await self._long_tools.call(ctx, tool, args, rnd)
             result = await tool.handler(args, rnd)
         except MCPError:
             raise
         except ToolError as exc:
-            return _tool_error(str(exc))
+            return tool_error_result(exc.message)
+        except ProtocolError as exc:
+            raise MCPError(code=exc.code, message=exc.message) from None
         except Exception:  # top-level handler boundary: a crash stays in the log, never on the wire
             log.exception("tool_crashed", tool=tool.name)
-            return _tool_error(f"Error executing tool {tool.name}")
-        return _to_call_result(tool, result)
+            return tool_error_result(f"Error executing tool {tool.name}")
+        return to_call_result(tool, result)
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
@@ -294,31 +299,15 @@ class _Handlers:
         )
 
 
-def _tool_error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-
-
-def _describe(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-    )
-
-
-def _to_call_result(tool: Tool, result: Any) -> CallToolResult | InputRequiredResult:
-    if isinstance(result, CallToolResult | InputRequiredResult):
-        return result
-    if isinstance(result, BaseModel):
-        structured = result.model_dump(mode="json", by_alias=True)
-        text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
-        if tool.output_model is None:
-            return CallToolResult(content=[TextContent(type="text", text=text)])
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
-    return CallToolResult(content=[TextContent(type="text", text=str(result))])
-
-
 def _resource_contents(
     uri: str, mime_type: str | None, content: ResourceContent
 ) -> TextResourceContents | BlobResourceContents:
     if isinstance(content, bytes):
         return BlobResourceContents(uri=uri, mime_type=mime_type, blob=base64.b64encode(content).decode())
     return TextResourceContents(uri=uri, mime_type=mime_type, text=content)
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+    )

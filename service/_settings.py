@@ -58,6 +58,39 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(1_048_576, gt=0, description="Largest accepted HTTP request body, in bytes.")
     max_request_state_bytes: int = Field(16_384, gt=0, description="Largest accepted requestState, in bytes.")
+    temporal_address: str | None = Field(
+        None,
+        description="Temporal frontend host:port. Unset: `serve` starts the embedded Temporal dev server "
+        "(SQLite in the data dir); `api` and `worker` use 127.0.0.1:7233.",
+    )
+    temporal_namespace: str = Field("default", min_length=1, description="Temporal namespace for tasks.")
+    temporal_port: int = Field(
+        7233, ge=0, le=65535, description="Port of the embedded Temporal dev server `serve` starts (0: free)."
+    )
+    task_queue: str = Field("longtools", min_length=1, description="Temporal task queue of the long tools.")
+    tools: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Extra tool modules to load, comma-separated; each has `register(registry, settings)`.",
+    )
+    examples: bool = Field(True, description="Serve the built-in helpdesk example tools.")
+    task_ttl_s: float = Field(
+        86_400.0, gt=0, description="Seconds a task lives from its creation (its ttlMs), answered or not."
+    )
+    task_poll_interval_ms: int = Field(500, ge=10, description="pollIntervalMs suggested to task clients.")
+    mrtr_wait_s: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds one MRTR round of a long tool holds the request open while the work runs.",
+    )
+    answer_settle_s: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds tasks/update waits for the workflow to take the answers before it acks "
+        "(the answers are durable either way; this only makes a tasks/get right after the ack current).",
+    )
+    helpdesk_work_s: float = Field(
+        1.0, ge=0, description="Seconds of (simulated) backend work per ticket in bulk_close_tickets."
+    )
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="'json' lines, 'console' for people, 'auto' picks console on a terminal."
     )
@@ -65,7 +98,7 @@ class Settings(BaseSettings):
         "info", description="Lowest level logged."
     )
 
-    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @field_validator("allowed_hosts", "allowed_origins", "tools", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         return _split_commas(value)

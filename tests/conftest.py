@@ -63,6 +63,8 @@ def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, timeo
         **os.environ,
         "LONGTOOLS_LOG_FORMAT": "json",
         "LONGTOOLS_STATE_KEYS": STATE_KEY,
+        # Each server gets its own embedded Temporal on a free port (7233 may be taken).
+        "LONGTOOLS_TEMPORAL_PORT": "0",
         **(env or {}),
     }
     with log_path.open("w") as log_file:

@@ -1,4 +1,39 @@
-"""Temporal workflow code for long tools: deterministic, no I/O, no clocks, no randomness.
+"""What a long tool's workflow uses: ask the person, report progress, fail on purpose.
 
-Runs inside the Temporal worker's sandbox. Long tools arrive with the durable-tasks work.
+Workflow code is deterministic (no I/O, no clocks, no randomness; side effects go in activities)
+and runs inside the Temporal worker's sandbox. A long tool in full::
+
+    from temporalio import workflow
+    from workflows import ask_form, report, ToolError
+
+    @workflow.defn(name="bulk_close_tickets")
+    class BulkCloseTickets:
+        @workflow.run
+        async def run(self, args: BulkCloseInput) -> BulkCloseOutput:
+            count = await workflow.execute_activity(...)
+            answer = await ask_form(f"Close {count} tickets?", Confirm)   # task: input_required
+            ...
 """
+
+from workflows._ask import ANSWER_SIGNAL, TASK_MEMO, Published, ask, ask_form, report
+from workflows._errors import PROTOCOL_ERROR, TOOL_ERROR, ProtocolError, ToolError
+from workflows._inputs import Elicited, InputRequest, InputResponse, elicit, list_roots, sample
+
+__all__ = [
+    "ANSWER_SIGNAL",
+    "PROTOCOL_ERROR",
+    "TASK_MEMO",
+    "TOOL_ERROR",
+    "Elicited",
+    "InputRequest",
+    "InputResponse",
+    "ProtocolError",
+    "Published",
+    "ToolError",
+    "ask",
+    "ask_form",
+    "elicit",
+    "list_roots",
+    "report",
+    "sample",
+]

@@ -38,7 +38,20 @@ from service._registry import (
     ToolHandler,
     ToolReturn,
 )
-from service._round import Round, elicit, list_roots, missing_capability, sample
+from service._round import Round, missing_capability
+from workflows._inputs import elicit, list_roots, sample
+from workflows.conformance import (
+    ConfirmDelete,
+    DeleteInput,
+    FailingJob,
+    GreetInput,
+    GreetTask,
+    MultiInput,
+    NoInput,
+    ProtocolErrorJob,
+    SlowCompute,
+    SlowComputeInput,
+)
 
 # A 1x1 PNG and a minimal RIFF/WAVE, as the suite's reference server sends them.
 PNG_BASE64 = (
@@ -346,7 +359,30 @@ def _argument(name: str, description: str) -> PromptArgument:
     return PromptArgument(name=name, description=description, required=True)
 
 
+async def _greet(args: GreetInput, rnd: Round) -> ToolReturn:
+    return f"Hello, {args.name}!"
+
+
+async def _ask_name_then_start(args: NoInput, rnd: Round) -> GreetInput | InputRequiredResult:
+    """test_tool_with_task: an MRTR round before the task starts (the spec's composition order)."""
+    answer = rnd.elicited("user_name", NameForm)
+    if answer is None:
+        return rnd.ask({"user_name": elicit("What is your name?", NameForm)})
+    return GreetInput(name=answer.content.name if answer.content is not None else "stranger")
+
+
+def _register_task_fixtures(registry: Registry) -> None:
+    registry.tool("greet", input=GreetInput, description="Greets synchronously (never a task).")(_greet)
+    registry.long_tool("slow_compute", workflow=SlowCompute, input=SlowComputeInput)
+    registry.long_tool("failing_job", workflow=FailingJob, input=NoInput, task_support="required")
+    registry.long_tool("protocol_error_job", workflow=ProtocolErrorJob, input=NoInput)
+    registry.long_tool("confirm_delete", workflow=ConfirmDelete, input=DeleteInput)
+    registry.long_tool("multi_input", workflow=MultiInput, input=NoInput)
+    registry.long_tool("test_tool_with_task", workflow=GreetTask, input=NoInput, before=_ask_name_then_start)
+
+
 def register_conformance_fixtures(registry: Registry) -> None:
+    _register_task_fixtures(registry)
     for name, description, handler in _TOOLS:
         registry.add_tool(Tool(name=name, description=description, input_model=NoArgs, handler=handler))
     registry.add_tool(

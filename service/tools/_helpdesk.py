@@ -15,7 +15,9 @@ import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from service._registry import Registry, ToolError, ToolReturn
-from service._round import Round, elicit
+from service._round import Round
+from service._settings import Settings
+from workflows._inputs import elicit
 
 _REASON_KEY = "close_reason"
 # Carried in requestState so an answer is only used for the question it belongs to.
@@ -72,7 +74,9 @@ class TicketStore:
         return row[0], row[1]
 
 
-def register_helpdesk(registry: Registry, store: TicketStore) -> None:
+def register_helpdesk(registry: Registry, settings: Settings) -> None:
+    store = TicketStore(settings.data_dir / "helpdesk.sqlite3")
+
     @registry.tool("close_ticket", input=CloseTicketInput, output=CloseTicketOutput)
     async def close_ticket(args: CloseTicketInput, rnd: Round) -> ToolReturn:
         """Close a helpdesk ticket; asks for the reason first."""

@@ -1,0 +1,236 @@
+"""Long tools on the wire: ``tools/call`` as a task or as MRTR rounds, and ``tasks/*``. API process.
+
+The Tasks extension (``io.modelcontextprotocol/tasks``, SEP-2663) is served on the SDK's low-level
+server with ``add_request_handler``: the SDK has no implementation of it, and its ``Extension``
+API belongs to ``MCPServer``, which this server does not use (see ``_mcp.py``). Everything else
+on the wire (envelope, headers, requestState sealing, error mapping) stays the SDK's.
+
+A client that declares the extension on a ``tools/call`` of a long tool gets a task at once. One
+that does not gets the same tool through MRTR rounds: each round holds the request open while
+the workflow runs (up to ``mrtr_wait_s``), then answers with the result, with the workflow's
+questions, or with a state-only "not yet" result. The sealed ``requestState`` names the workflow
+and the questions already answered, so any replica serves the next round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import decode_header_value
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CallToolResult,
+    ClientCapabilities,
+    InputRequiredResult,
+    RequestParams,
+)
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from temporalio.service import RPCError
+
+from service._auth import principal_of
+from service._registry import Tool, tool_error_result
+from service._round import Round
+from service._settings import Settings
+from service._tasks import TASKS_EXTENSION, TERMINAL, AnswerRejected, TaskNotFound, Tasks, TaskView
+from workflows import InputRequest
+
+log = structlog.get_logger("longtools.long")
+
+_STATE_PREFIX = "longtools-task:"
+_requests_adapter: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
+
+
+class TaskParams(RequestParams):
+    task_id: str = Field(alias="taskId", min_length=1, max_length=200)
+
+
+class UpdateTaskParams(TaskParams):
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+class _Continuation(BaseModel):
+    """The plaintext inside a long tool's requestState (sealed by the SDK before it leaves)."""
+
+    task: str
+    sent: list[str] = []
+    """Question keys whose answers were already delivered to the workflow."""
+
+
+def declares_tasks(caps: ClientCapabilities | None) -> bool:
+    return bool(caps and caps.extensions and TASKS_EXTENSION in caps.extensions)
+
+
+def missing_tasks_extension() -> MCPError:
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=f"This request needs the {TASKS_EXTENSION} extension; declare it in clientCapabilities",
+        data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+@asynccontextmanager
+async def _temporal_errors(what: str) -> AsyncIterator[None]:
+    """Temporal unreachable or failing is the server's problem: -32603, detail in the log only."""
+    try:
+        yield
+    except RPCError as exc:
+        log.error("temporal_error", operation=what, status=str(exc.status), detail=exc.message)
+        raise MCPError(
+            code=INTERNAL_ERROR, message="The task service is unavailable; try again shortly"
+        ) from None
+
+
+class LongTools:
+    def __init__(self, settings: Settings, tasks: Tasks) -> None:
+        self._settings = settings
+        self._tasks = tasks
+
+    def install(self, server: Server[Any]) -> None:
+        """Advertise the extension and serve its three methods (``tasks/result``/``list`` stay -32601)."""
+        server.extensions[TASKS_EXTENSION] = {}
+        server.add_request_handler("tasks/get", TaskParams, self.get_task)
+        server.add_request_handler("tasks/update", UpdateTaskParams, self.update_task)
+        server.add_request_handler("tasks/cancel", TaskParams, self.cancel_task)
+
+    # tools/call -------------------------------------------------------------------------------
+
+    async def call(
+        self, ctx: ServerRequestContext[Any, Any], tool: Tool, args: BaseModel, rnd: Round
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
+        as_task = declares_tasks(rnd.client_capabilities) and tool.task_support != "forbidden"
+        if tool.task_support == "required" and not as_task:
+            raise missing_tasks_extension()
+        continuation = _continuation(rnd.request_state)
+        async with _temporal_errors("tools/call"):
+            if continuation is not None:
+                return await self._continue(ctx, tool, continuation, rnd)
+            if tool.before is not None:
+                prepared = await tool.before(args, rnd)
+                if isinstance(prepared, InputRequiredResult):
+                    return prepared
+                args = prepared
+            view = await self._tasks.start(tool, args, principal_of(ctx))
+            if as_task:
+                # Server-directed creation: the start is durable, so tasks/get already finds it.
+                return {"resultType": "task", **view.wire(self._settings.task_poll_interval_ms)}
+            return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd)
+
+    async def _continue(
+        self, ctx: ServerRequestContext[Any, Any], tool: Tool, state: _Continuation, rnd: Round
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            view = await self._tasks.get(state.task, principal_of(ctx))
+        except TaskNotFound:
+            raise MCPError(
+                code=INVALID_PARAMS, message="This call's work has expired; call the tool again"
+            ) from None
+        if rnd.input_responses and view.status == "input_required":
+            responses = {key: _wire(answer) for key, answer in rnd.input_responses.items()}
+            # An answer that does not fit is skipped: its question is asked again (SEP-2322).
+            delivered = await self._tasks.answer(view, responses, skip_invalid=True)
+            state = _Continuation(task=state.task, sent=[*state.sent, *delivered])
+        return await self._hold(ctx, tool, state, rnd)
+
+    async def _hold(
+        self, ctx: ServerRequestContext[Any, Any], tool: Tool, state: _Continuation, rnd: Round
+    ) -> CallToolResult | InputRequiredResult:
+        sent = set(state.sent)
+
+        def settled(view: TaskView) -> bool:
+            return view.status in TERMINAL or bool(set(view.input_requests or {}) - sent)
+
+        view = await self._tasks.wait(state.task, principal_of(ctx), settled, self._settings.mrtr_wait_s)
+        if view.status == "completed" and view.result is not None:
+            return CallToolResult.model_validate(view.result)
+        if view.status == "failed" and view.error is not None:
+            raise MCPError(code=int(view.error["code"]), message=str(view.error["message"]))
+        if view.status == "cancelled":
+            return tool_error_result(f"The call to {tool.name} was cancelled")
+        sealed = _STATE_PREFIX + state.model_dump_json()
+        questions = {
+            key: _requests_adapter.validate_python(request)
+            for key, request in (view.input_requests or {}).items()
+            if key not in sent
+        }
+        if not questions:
+            return rnd.ask({}, state=sealed)  # still working: the client retries with this state
+        try:
+            return rnd.ask(questions, state=sealed)
+        except MCPError:
+            # The client cannot answer what the tool asks, now or on a retry: stop the work.
+            await self._tasks.cancel(view)
+            raise
+
+    # tasks/* ----------------------------------------------------------------------------------
+
+    async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        view = await self._view(ctx, params)
+        return view.wire(self._settings.task_poll_interval_ms)
+
+    async def update_task(
+        self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
+    ) -> dict[str, Any]:
+        view = await self._view(ctx, params)
+        if view.status != "input_required":
+            return {}
+        try:
+            async with _temporal_errors("tasks/update"):
+                delivered = set(await self._tasks.answer(view, params.input_responses))
+                if delivered:
+                    # The signal is durable now. Wait briefly for the workflow to take the answers, so
+                    # a tasks/get right after this ack no longer lists them (with no worker running
+                    # the wait runs out, and the answers are taken when one starts).
+                    await self._tasks.wait(
+                        view.task_id,
+                        principal_of(ctx),
+                        lambda now: (
+                            now.status != "input_required" or not delivered & set(now.input_requests or {})
+                        ),
+                        self._settings.answer_settle_s,
+                    )
+        except AnswerRejected as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        return {}
+
+    async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        view = await self._view(ctx, params)
+        async with _temporal_errors("tasks/cancel"):
+            await self._tasks.cancel(view)
+        return {}
+
+    async def _view(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> TaskView:
+        if not declares_tasks(ctx.session.client_capabilities):
+            raise missing_tasks_extension()
+        headers = getattr(ctx.request, "headers", None)
+        if headers is not None and decode_header_value(headers.get("mcp-name")) != params.task_id:
+            # SEP-2663: tasks/* carry the task id in Mcp-Name; the SDK checks this only for core methods.
+            raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")
+        try:
+            async with _temporal_errors(ctx.method):
+                return await self._tasks.get(params.task_id, principal_of(ctx))
+        except TaskNotFound as exc:
+            raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
+
+
+def _continuation(request_state: str | None) -> _Continuation | None:
+    if request_state is None or not request_state.startswith(_STATE_PREFIX):
+        return None
+    try:
+        return _Continuation.model_validate_json(request_state.removeprefix(_STATE_PREFIX))
+    except ValidationError:  # sealed by us, so only a bug gets here; treat it like a lapsed state
+        raise MCPError(code=INVALID_PARAMS, message="Invalid or expired requestState") from None
+
+
+def _wire(answer: Any) -> Any:
+    if isinstance(answer, BaseModel):  # the SDK has parsed each answer into its mcp_types model
+        return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return answer

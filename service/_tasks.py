@@ -1,0 +1,302 @@
+"""Long tools on Temporal, seen from the API: start, read, answer, cancel. API process.
+
+Nothing here is kept in memory between requests. A task *is* a workflow (task id = workflow id):
+its status comes from ``DescribeWorkflowExecution`` plus the memo the workflow publishes, its
+result from the closed workflow's history, and answers go in as a signal. All three work with
+every worker stopped, so ``tasks/get`` and ``tasks/update`` never wait for one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import jsonschema
+import structlog
+from mcp_types import CreateMessageResult, ElicitResult, ListRootsResult
+from pydantic import BaseModel, ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+)
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, CancelledError, FailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from service._registry import Registry, Tool, to_call_result, tool_error_result
+from service._settings import Settings
+from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR, Published
+
+log = structlog.get_logger("longtools.tasks")
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+_TOOL_MEMO = "longtools.tool"
+_OWNER_MEMO = "longtools.owner"
+_TTL_MEMO = "longtools.ttl_ms"
+_INTERNAL_ERROR = -32603
+
+
+class TaskNotFound(Exception):
+    """No such task for this caller: unknown, expired, or not a longtools task (all -32602)."""
+
+
+class AnswerRejected(Exception):
+    """An answer does not fit the question it answers; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """One task as ``tasks/get`` shows it (the extension's ``DetailedTask``)."""
+
+    task_id: str
+    tool: str
+    status: TaskStatus
+    created_at: datetime
+    updated_at: datetime
+    ttl_ms: int
+    message: str | None = None
+    input_requests: Mapping[str, Mapping[str, Any]] | None = None
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+
+    def wire(self, poll_interval_ms: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "taskId": self.task_id,
+            "status": self.status,
+            "createdAt": _iso(self.created_at),
+            "lastUpdatedAt": _iso(self.updated_at),
+            "ttlMs": self.ttl_ms,
+            "pollIntervalMs": poll_interval_ms,
+        }
+        if self.message:
+            body["statusMessage"] = self.message
+        if self.status == "input_required":
+            body["inputRequests"] = dict(self.input_requests or {})
+        if self.result is not None:
+            body["result"] = dict(self.result)
+        if self.error is not None:
+            body["error"] = dict(self.error)
+        return body
+
+
+class Tasks:
+    """Every task operation, over one Temporal client (connected lazily, shared by all requests)."""
+
+    def __init__(self, settings: Settings, registry: Registry, client: Callable[[], Client]) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._client = client
+
+    async def start(self, tool: Tool, args: BaseModel, principal: str) -> TaskView:
+        """Start ``tool``'s workflow; returns once Temporal has it durably (so ``tasks/get`` finds it)."""
+        ttl_ms = int(self._settings.task_ttl_s * 1000)
+        task_id = secrets.token_urlsafe(18)
+        handle = await self._client().start_workflow(
+            tool.workflow_name,
+            args,
+            id=task_id,
+            task_queue=self._settings.task_queue,
+            memo={_TOOL_MEMO: tool.name, _OWNER_MEMO: principal, _TTL_MEMO: ttl_ms},
+            # The task's TTL is its workflow's lifetime: an abandoned question does not wait forever.
+            execution_timeout=timedelta(milliseconds=ttl_ms),
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+        log.info("task_started", task_id=task_id, tool=tool.name, run_id=handle.result_run_id)
+        now = datetime.now(UTC)
+        return TaskView(
+            task_id=task_id, tool=tool.name, status="working", created_at=now, updated_at=now, ttl_ms=ttl_ms
+        )
+
+    async def get(self, task_id: str, principal: str) -> TaskView:
+        """The task as it stands now; raises TaskNotFound for anything the caller may not see."""
+        handle = self._client().get_workflow_handle(task_id)
+        try:
+            desc = await handle.describe()
+        except RPCError as exc:
+            if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                raise TaskNotFound("Task not found") from None
+            raise
+        memo = await desc.memo()
+        tool = self._registry.tools.get(str(memo.get(_TOOL_MEMO)))
+        if tool is None or memo.get(_OWNER_MEMO) != principal:
+            raise TaskNotFound("Task not found")
+        ttl_ms = int(memo.get(_TTL_MEMO, 0))
+        created = desc.start_time
+        if desc.status == WorkflowExecutionStatus.TIMED_OUT or datetime.now(UTC) > created + timedelta(
+            milliseconds=ttl_ms
+        ):
+            raise TaskNotFound("Task has expired")
+        view = TaskView(
+            task_id=task_id,
+            tool=tool.name,
+            status="working",
+            created_at=created,
+            updated_at=created,
+            ttl_ms=ttl_ms,
+        )
+        if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
+            return _running(view, memo.get(TASK_MEMO))
+        closed = replace(view, updated_at=desc.close_time or created)
+        return await self._closed(closed, tool, desc)
+
+    async def _closed(self, view: TaskView, tool: Tool, desc: WorkflowExecutionDescription) -> TaskView:
+        if desc.status == WorkflowExecutionStatus.CANCELED:
+            return replace(view, status="cancelled")
+        if desc.status == WorkflowExecutionStatus.TERMINATED:
+            error = {"code": _INTERNAL_ERROR, "message": "The task was terminated by an operator"}
+            return replace(view, status="failed", error=error)
+        handle = self._client().get_workflow_handle(
+            view.task_id, run_id=desc.run_id, result_type=tool.output_model
+        )
+        try:
+            value = await handle.result(follow_runs=False)
+        except WorkflowFailureError as exc:
+            return _failed(view, tool, exc)
+        try:
+            result = to_call_result(tool, value)
+        except ValidationError:
+            log.exception("task_result_invalid", task_id=view.task_id, tool=tool.name)
+            result = tool_error_result(f"Error executing tool {tool.name}")
+        return replace(
+            view, status="completed", result=result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
+
+    async def answer(
+        self, view: TaskView, responses: Mapping[str, Any], *, skip_invalid: bool = False
+    ) -> list[str]:
+        """Check answers against the outstanding questions and deliver the fitting ones durably.
+
+        Answers to keys that are not outstanding are ignored (the spec's rule for unknown and
+        already answered keys). Returns the keys delivered.
+
+        Raises:
+            AnswerRejected: an answer does not fit its question (unless ``skip_invalid``, which
+                leaves that question outstanding); nothing is sent.
+        """
+        asked = view.input_requests or {}
+        accepted: dict[str, Any] = {}
+        for key, response in responses.items():
+            request = asked.get(key)
+            if request is None:
+                continue
+            try:
+                accepted[key] = check_answer(key, request, response)
+            except AnswerRejected:
+                if not skip_invalid:
+                    raise
+        if accepted:
+            await self._client().get_workflow_handle(view.task_id).signal(ANSWER_SIGNAL, accepted)
+            log.info("task_answered", task_id=view.task_id, keys=sorted(accepted))
+        return sorted(accepted)
+
+    async def cancel(self, view: TaskView) -> None:
+        """Ask the workflow to stop (cooperative); a task already closed stays as it is."""
+        if view.status in TERMINAL:
+            return
+        try:
+            await self._client().get_workflow_handle(view.task_id).cancel()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:  # closed in the meantime: nothing to cancel
+                raise
+        log.info("task_cancel_requested", task_id=view.task_id)
+
+    async def wait(
+        self, task_id: str, principal: str, done: Callable[[TaskView], bool], within_s: float
+    ) -> TaskView:
+        """Poll until ``done(view)`` or ``within_s`` seconds pass; returns the last view either way.
+
+        Polling ``DescribeWorkflowExecution`` (a few ms each) works with no worker running, which a
+        query or an update would not.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        pause = 0.02
+        while True:
+            view = await self.get(task_id, principal)
+            left = deadline - loop.time()
+            if done(view) or left <= 0:
+                return view
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 1.5, 0.25)
+
+
+def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[str, Any]:
+    """``response`` as wire JSON if it answers ``request`` (its kind, and a form's schema)."""
+    method = request.get("method")
+    try:
+        if method == "elicitation/create":
+            answer = ElicitResult.model_validate(response)
+            schema = request.get("params", {}).get("requestedSchema")
+            if answer.action == "accept" and schema is not None:
+                jsonschema.validate(answer.content or {}, schema)
+            return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if method == "sampling/createMessage":
+            return CreateMessageResult.model_validate(response).model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+        return ListRootsResult.model_validate(response).model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+    except ValidationError as exc:
+        detail = "; ".join(err["msg"] for err in exc.errors()[:3])
+        raise AnswerRejected(
+            f"inputResponses[{key!r}] does not answer a {method} request: {detail}"
+        ) from None
+    except jsonschema.ValidationError as exc:
+        raise AnswerRejected(
+            f"inputResponses[{key!r}] does not fit the requested form: {exc.message}"
+        ) from None
+
+
+def _running(view: TaskView, published: Any) -> TaskView:
+    if not isinstance(published, Mapping):
+        return view  # started, the workflow has not published anything yet
+    state = Published.model_validate(published)
+    updated = datetime.fromisoformat(state.updated_at)
+    if state.status == "input_required" and state.input_requests:
+        return replace(
+            view,
+            status="input_required",
+            message=state.message,
+            input_requests=state.input_requests,
+            updated_at=updated,
+        )
+    return replace(view, message=state.message, updated_at=updated)
+
+
+def _failed(view: TaskView, tool: Tool, exc: WorkflowFailureError) -> TaskView:
+    cause: BaseException | None = exc.cause
+    while cause is not None:
+        if isinstance(cause, CancelledError):
+            return replace(view, status="cancelled")
+        if isinstance(cause, ApplicationError) and cause.type == TOOL_ERROR:
+            result = tool_error_result(cause.message)
+            return replace(
+                view,
+                status="completed",
+                result=result.model_dump(mode="json", by_alias=True, exclude_none=True),
+            )
+        if isinstance(cause, ApplicationError) and cause.type == PROTOCOL_ERROR:
+            code = (
+                cause.details[0] if cause.details and isinstance(cause.details[0], int) else _INTERNAL_ERROR
+            )
+            return replace(view, status="failed", error={"code": code, "message": cause.message})
+        cause = cause.cause if isinstance(cause, FailureError) else None
+    # Anything else is a bug or an outage in the tool: the detail stays in the log.
+    log.warning("task_failed", task_id=view.task_id, tool=tool.name, cause=repr(exc.cause))
+    return replace(
+        view, status="failed", error={"code": _INTERNAL_ERROR, "message": f"Error executing tool {tool.name}"}
+    )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,39 @@
+"""Connecting to Temporal, and the worker that runs the long tools. API and worker processes."""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from service._registry import Registry
+from service._settings import Settings
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+
+
+async def connect(settings: Settings, *, lazy: bool = False) -> Client:
+    """A client for the configured Temporal; ``lazy`` defers the connection to the first call.
+
+    The pydantic converter is passed explicitly: the default one also "works" with pydantic models
+    through deprecated v1 paths and silently loses types.
+    """
+    return await Client.connect(
+        settings.temporal_address or DEFAULT_ADDRESS,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+        lazy=lazy,
+    )
+
+
+def build_worker(settings: Settings, client: Client, registry: Registry) -> Worker:
+    """The worker for every long tool in ``registry``: their workflows and their activities."""
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=registry.workflows,
+        activities=registry.activities,
+        # A bug in workflow code (any exception but ToolError/ProtocolError) is left to Temporal's
+        # default: the workflow task retries until fixed code is deployed, and the task continues
+        # where it was. Failing it instead would lose every task in flight on a bad deploy.
+    )

@@ -1,0 +1,97 @@
+"""What a tool can ask the client for: form elicitation, sampling, roots. Shared by both processes.
+
+Pure data builders over the official ``mcp_types`` models, with no I/O, so quick tools (API) and
+long tools (workflow code, inside Temporal's sandbox) ask in exactly the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    ListRootsRequest,
+    ListRootsResult,
+    SamplingMessage,
+    TextContent,
+)
+from pydantic import BaseModel
+
+InputRequest = ElicitRequest | CreateMessageRequest | ListRootsRequest
+"""What a handler may ask the client for in one round (spec: exactly these three kinds)."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def elicit(message: str, schema: type[BaseModel] | Mapping[str, Any]) -> ElicitRequest:
+    """A form elicitation; ``schema`` is a flat pydantic model or a JSON schema object."""
+    requested = _flatten(schema.model_json_schema()) if isinstance(schema, type) else dict(schema)
+    requested.pop("title", None)
+    return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=requested))
+
+
+_PRIMITIVES = {"string", "number", "integer", "boolean"}
+
+
+def _flatten(schema: dict[str, Any]) -> dict[str, Any]:
+    """Make pydantic's schema an elicitation form: flat primitive fields, no references.
+
+    Enums in ``$defs`` are inlined and ``X | None`` becomes an optional ``X``. Anything else that
+    a form cannot hold (nested objects, free arrays) is a mistake in the tool, caught here.
+    """
+    defs: dict[str, Any] = schema.pop("$defs", {})
+    properties: dict[str, Any] = schema.get("properties", {})
+    for name, prop in properties.items():
+        ref = prop.pop("$ref", None)
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            target = dict(defs[ref.removeprefix("#/$defs/")])
+            target.pop("title", None)
+            prop = {**target, **prop}
+        branches = [branch for branch in prop.pop("anyOf", []) if branch.get("type") != "null"]
+        if len(branches) == 1:
+            prop = {**branches[0], **prop}
+            if prop.get("default", "") is None:
+                del prop["default"]
+        kind = prop.get("type")
+        multi_select = kind == "array" and "enum" in prop.get("items", {})
+        if kind not in _PRIMITIVES and not multi_select:
+            raise ValueError(
+                f"elicitation field {name!r} must be a string, number, integer, boolean or enum, not {prop}"
+            )
+        properties[name] = prop
+    return schema
+
+
+def sample(prompt: str, *, max_tokens: int = 256, system_prompt: str | None = None) -> CreateMessageRequest:
+    """A sampling request with one user message (sampling is deprecated in 2026-07-28, still valid)."""
+    return CreateMessageRequest(
+        params=CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+            max_tokens=max_tokens,
+            system_prompt=system_prompt,
+        )
+    )
+
+
+def list_roots() -> ListRootsRequest:
+    """A roots request (deprecated in 2026-07-28, still valid)."""
+    return ListRootsRequest()
+
+
+@dataclass(frozen=True)
+class Elicited(Generic[M]):
+    """A validated answer to an elicitation: ``content`` is set only when ``action == "accept"``."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: M | None
+
+
+InputResponse = ElicitResult | CreateMessageResult | ListRootsResult
+"""What the client answers to each kind, in the same order."""
