@@ -18,9 +18,7 @@ FROZEN = {
     "message": "Invalid or expired requestState",
     "data": {"reason": "invalid_request_state"},
 }
-ANSWER = {
-    "close_reason": {"action": "accept", "content": {"reason": "duplicate", "note": "from a bad round"}}
-}
+ANSWER = {"close_reason": {"action": "accept", "content": {"reason": "Duplicate"}}}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +45,25 @@ def other_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     served.stop()
 
 
+def _create(url: str) -> str:
+    made = result(
+        post(url, "tools/call", {"name": "create_ticket", "arguments": {"title": "t", "customer": "c"}})
+    )
+    ticket: str = made["structuredContent"]["ticketId"]
+    return ticket
+
+
+def _same_ticket_on(url: str, ticket: str) -> None:
+    """Make ``ticket`` exist on a fresh server too, so the same arguments name an open ticket there.
+
+    Each test server has its own store (real replicas share one); ids count up from T-1.
+    """
+    while (made := _create(url)) != ticket:
+        assert int(made[2:]) < int(ticket[2:]), (made, ticket)
+
+
 def _first_round(url: str, ticket: str) -> str:
-    asked = result(post(url, "tools/call", {"name": "close_ticket", "arguments": {"ticket_id": ticket}}))
+    asked = result(post(url, "tools/call", {"name": "close_ticket", "arguments": {"ticketId": ticket}}))
     assert asked["resultType"] == "input_required"
     assert set(asked["inputRequests"]) == {"close_reason"}
     state = asked["requestState"]
@@ -59,6 +74,7 @@ def _first_round(url: str, ticket: str) -> str:
 def _retry(
     url: str,
     state: str,
+    ticket: str,
     *,
     tool: str = "close_ticket",
     args: dict[str, Any] | None = None,
@@ -66,7 +82,7 @@ def _retry(
 ) -> Any:
     params = {
         "name": tool,
-        "arguments": args if args is not None else {"ticket_id": "T-100"},
+        "arguments": args if args is not None else {"ticketId": ticket},
         "inputResponses": responses,
         "requestState": state,
     }
@@ -83,35 +99,37 @@ def test_every_bad_request_state_gets_the_identical_frozen_error_and_the_tool_ne
 ) -> None:
     """Spec-mandated (mrtr.mdx security): state failing verification is rejected; ours: one shape for all."""
     url = server.url
-    good = _first_round(url, "T-100")
-    expired = _first_round(short_lived.url, "T-100")
+    ticket, other = _create(url), _create(url)
+    for elsewhere in (short_lived, other_audience, other_key):
+        _same_ticket_on(elsewhere.url, ticket)  # same arguments: only the named flaw differs
+    good = _first_round(url, ticket)
+    expired = _first_round(short_lived.url, ticket)
     post(url, "server/discover")  # one more round trip: the 1 ms lifetime is certainly over
     cases = {
-        "tampered": _retry(url, _flip(good)),
-        "suffix appended": _retry(url, good + "-TAMPERED"),
-        "truncated": _retry(url, good[:-12]),
-        "expired": _retry(url, expired),
-        "other arguments": _retry(url, good, args={"ticket_id": "T-101"}),
-        "other tool": _retry(url, good, tool="echo", args={"text": "hi"}),
-        "other audience": _retry(url, _first_round(other_audience.url, "T-100")),
-        "other key": _retry(url, _first_round(other_key.url, "T-100")),
-        "not base64": _retry(url, "v1.!!!"),
+        "tampered": _retry(url, _flip(good), ticket),
+        "suffix appended": _retry(url, good + "-TAMPERED", ticket),
+        "truncated": _retry(url, good[:-12], ticket),
+        "expired": _retry(url, expired, ticket),
+        "other arguments": _retry(url, good, other),
+        "other tool": _retry(url, good, ticket, tool="echo", args={"text": "hi"}),
+        "other audience": _retry(url, _first_round(other_audience.url, ticket), ticket),
+        "other key": _retry(url, _first_round(other_key.url, ticket), ticket),
+        "not base64": _retry(url, "v1.!!!", ticket),
     }
     for name, response in cases.items():
         assert error(response, 400) == FROZEN, name
-    # None of those rounds closed the ticket: a good exchange now closes it with its own answer.
-    done = result(_retry(url, good))
-    assert done["structuredContent"] == {
-        "ticket_id": "T-100",
-        "status": "closed",
-        "reason": "duplicate",
-        "note": "from a bad round",
-    }
+    # None of those rounds closed a ticket: a good exchange now closes it with its own answer.
+    assert _ticket(url, other)["status"] == "open"
+    done = result(_retry(url, good, ticket))
+    assert done["structuredContent"]["status"] == "closed"
+    assert done["structuredContent"]["closeReason"] == "Duplicate"
+    assert _closes(url, ticket) == 1
 
 
 def test_the_rejection_reason_goes_to_the_log_and_the_state_never_does(server: Served) -> None:
-    state = _first_round(server.url, "T-200")
-    error(_retry(server.url, _flip(state), args={"ticket_id": "T-200"}), 400)
+    ticket = _create(server.url)
+    state = _first_round(server.url, ticket)
+    error(_retry(server.url, _flip(state), ticket), 400)
     log = server.log_text()
     assert "requestState rejected on tools/call" in log
     assert state not in log
@@ -120,25 +138,31 @@ def test_the_rejection_reason_goes_to_the_log_and_the_state_never_does(server: S
 
 def test_a_good_state_with_a_missing_answer_asks_again(server: Served) -> None:
     """SEP-2322 guidance: missing information gets a fresh InputRequiredResult, not an error."""
-    state = _first_round(server.url, "T-300")
-    wrong_key = {"wrong_key": {"action": "accept", "content": {"reason": "resolved"}}}
-    again = result(_retry(server.url, state, args={"ticket_id": "T-300"}, responses=wrong_key))
+    ticket = _create(server.url)
+    state = _first_round(server.url, ticket)
+    wrong_key = {"wrong_key": {"action": "accept", "content": {"reason": "Resolved"}}}
+    again = result(_retry(server.url, state, ticket, responses=wrong_key))
     assert again["resultType"] == "input_required"
     assert set(again["inputRequests"]) == {"close_reason"}
 
 
 def test_a_malformed_answer_is_asked_again_never_a_crash(server: Served) -> None:
-    state = _first_round(server.url, "T-301")
+    ticket = _create(server.url)
+    state = _first_round(server.url, ticket)
     not_an_option = {"close_reason": {"action": "accept", "content": {"reason": "because"}}}
-    again = result(_retry(server.url, state, args={"ticket_id": "T-301"}, responses=not_an_option))
+    again = result(_retry(server.url, state, ticket, responses=not_an_option))
     assert again["resultType"] == "input_required"
+    assert _ticket(server.url, ticket)["status"] == "open"
 
 
 def test_a_declined_question_leaves_the_ticket_open(server: Served) -> None:
-    state = _first_round(server.url, "T-302")
+    ticket = _create(server.url)
+    state = _first_round(server.url, ticket)
     declined = {"close_reason": {"action": "decline"}}
-    done = result(_retry(server.url, state, args={"ticket_id": "T-302"}, responses=declined))
-    assert done["structuredContent"] == {"ticket_id": "T-302", "status": "open", "reason": None, "note": None}
+    done = result(_retry(server.url, state, ticket, responses=declined))
+    assert done["structuredContent"]["status"] == "open"
+    assert done["structuredContent"]["closeReason"] is None
+    assert [entry["event"] for entry in done["structuredContent"]["history"]] == ["created"]
 
 
 def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(
@@ -147,8 +171,10 @@ def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(
     """Any replica serves any round: the key ring comes from configuration, not from the process."""
     replica = start_server(tmp_path)
     try:
-        state = _first_round(server.url, "T-400")
-        done = result(_retry(replica.url, state, args={"ticket_id": "T-400"}))
+        ticket = _create(server.url)
+        _same_ticket_on(replica.url, ticket)
+        state = _first_round(server.url, ticket)
+        done = result(_retry(replica.url, state, ticket))
         assert done["structuredContent"]["status"] == "closed"
     finally:
         replica.stop()
@@ -157,12 +183,26 @@ def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(
 def test_a_replayed_final_round_does_not_close_twice_or_change_the_closure(server: Served) -> None:
     """Seed test matrix, "duplicate request": the side effect is idempotent, the replay harmless.
 
+    The exchange's id (sealed in its state) is who closed the ticket, so a replay of the same final
+    round finds its own closure and answers the same; another exchange would get a tool error.
     (Single-use state across replicas is the production issue's; here the store is the guard.)"""
-    state = _first_round(server.url, "T-500")
-    first = result(_retry(server.url, state, args={"ticket_id": "T-500"}))
-    replay = result(_retry(server.url, state, args={"ticket_id": "T-500"}))
-    other_answer = {"close_reason": {"action": "accept", "content": {"reason": "wont_fix"}}}
-    changed = result(_retry(server.url, state, args={"ticket_id": "T-500"}, responses=other_answer))
-    assert first["structuredContent"]["reason"] == "duplicate"
+    ticket = _create(server.url)
+    state = _first_round(server.url, ticket)
+    first = result(_retry(server.url, state, ticket))
+    replay = result(_retry(server.url, state, ticket))
+    other_answer = {"close_reason": {"action": "accept", "content": {"reason": "Cancelled"}}}
+    changed = result(_retry(server.url, state, ticket, responses=other_answer))
+    assert first["structuredContent"]["closeReason"] == "Duplicate"
     assert replay["structuredContent"] == first["structuredContent"]
     assert changed["structuredContent"] == first["structuredContent"]
+    assert _closes(server.url, ticket) == 1
+
+
+def _ticket(url: str, ticket: str) -> dict[str, Any]:
+    got = result(post(url, "tools/call", {"name": "get_ticket", "arguments": {"ticketId": ticket}}))
+    content: dict[str, Any] = got["structuredContent"]
+    return content
+
+
+def _closes(url: str, ticket: str) -> int:
+    return sum(1 for entry in _ticket(url, ticket)["history"] if entry["event"] == "closed")

@@ -30,7 +30,7 @@ class Recorder:
         self.asked.append(params.message)
         properties = getattr(params, "requested_schema", {}).get("properties", {})
         if "reason" in properties:
-            return ElicitResult(action="accept", content={"reason": "resolved", "note": "fixed in 1.2"})
+            return ElicitResult(action="accept", content={"reason": "Resolved"})
         content: dict[str, Any] = {}
         for name, prop in properties.items():
             content[name] = True if prop.get("type") == "boolean" else "Ada"
@@ -65,7 +65,7 @@ async def test_auto_mode_negotiates_2026_07_28_without_initialize(server: Any) -
             assert client.protocol_version == "2026-07-28"
             tools = await client.list_tools()
     names = {tool.name for tool in tools.tools}
-    assert {"echo", "close_ticket"} <= names
+    assert {"echo", "create_ticket", "get_ticket", "close_ticket", "bulk_close_tickets"} <= names
     assert "initialize" not in server.log_text()
 
 
@@ -79,18 +79,24 @@ async def test_a_multi_round_call_completes_through_the_callbacks(server: Any) -
     assert len(recorder.asked) >= 2
 
 
+async def _new_ticket(client: Client) -> str:
+    made = await client.call_tool("create_ticket", {"title": "Printer on fire", "customer": "acme"})
+    assert made.structured_content is not None
+    ticket: str = made.structured_content["ticketId"]
+    return ticket
+
+
 async def test_close_ticket_asks_the_reason_then_closes(server: Any) -> None:
     recorder = Recorder()
     with anyio.fail_after(30):
         async with _client(server.url, recorder) as client:
-            result = await client.call_tool("close_ticket", {"ticket_id": "SDK-1"})
-    assert recorder.asked == ["Why is ticket SDK-1 being closed?"]
-    assert result.structured_content == {
-        "ticket_id": "SDK-1",
-        "status": "closed",
-        "reason": "resolved",
-        "note": "fixed in 1.2",
-    }
+            ticket = await _new_ticket(client)
+            result = await client.call_tool("close_ticket", {"ticketId": ticket})
+    assert recorder.asked == [f"Why is ticket {ticket} being closed?"]
+    assert result.structured_content is not None
+    assert result.structured_content["ticketId"] == ticket
+    assert result.structured_content["status"] == "closed"
+    assert result.structured_content["closeReason"] == "Resolved"
 
 
 async def test_every_input_kind_is_answered_in_one_round(server: Any) -> None:
@@ -106,8 +112,9 @@ async def test_each_round_has_the_raw_shape_the_spec_gives(server: Any) -> None:
     """allow_input_required=True: the client hands back every round as it came off the wire."""
     with anyio.fail_after(30):
         async with _client(server.url, Recorder()) as client:
+            ticket = await _new_ticket(client)
             first = await client.session.call_tool(
-                "close_ticket", {"ticket_id": "SDK-2"}, allow_input_required=True
+                "close_ticket", {"ticketId": ticket}, allow_input_required=True
             )
             assert isinstance(first, InputRequiredResult)
             assert first.result_type == "input_required"
@@ -115,13 +122,13 @@ async def test_each_round_has_the_raw_shape_the_spec_gives(server: Any) -> None:
             question = first.input_requests["close_reason"]
             assert question.method == "elicitation/create"
             schema = question.params.model_dump(by_alias=True)["requestedSchema"]
-            assert schema["properties"]["reason"]["enum"] == ["resolved", "duplicate", "wont_fix"]
+            assert schema["properties"]["reason"]["enum"] == ["Resolved", "Duplicate", "Cancelled"]
             assert first.request_state is not None and first.request_state.startswith("v1.")
 
             # A round that answers nothing: the same question again, under a fresh state.
             again = await client.session.call_tool(
                 "close_ticket",
-                {"ticket_id": "SDK-2"},
+                {"ticketId": ticket},
                 request_state=first.request_state,
                 allow_input_required=True,
             )
@@ -131,21 +138,19 @@ async def test_each_round_has_the_raw_shape_the_spec_gives(server: Any) -> None:
 
             final = await client.session.call_tool(
                 "close_ticket",
-                {"ticket_id": "SDK-2"},
+                {"ticketId": ticket},
                 input_responses={
-                    "close_reason": ElicitResult(action="accept", content={"reason": "wont_fix"})
+                    "close_reason": ElicitResult(action="accept", content={"reason": "Cancelled"})
                 },
                 request_state=again.request_state,
                 allow_input_required=True,
             )
     assert isinstance(final, CallToolResult)
     assert final.result_type == "complete"
-    assert final.structured_content == {
-        "ticket_id": "SDK-2",
-        "status": "closed",
-        "reason": "wont_fix",
-        "note": None,
-    }
+    assert final.structured_content is not None
+    assert final.structured_content["ticketId"] == ticket
+    assert final.structured_content["status"] == "closed"
+    assert final.structured_content["closeReason"] == "Cancelled"
 
 
 async def test_a_prompt_asks_through_the_same_loop(server: Any) -> None:

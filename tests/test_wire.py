@@ -143,11 +143,9 @@ def test_an_unknown_tool_is_invalid_params(mcp_url: str) -> None:
 
 def test_bad_arguments_are_a_tool_error_the_model_can_read(mcp_url: str) -> None:
     """SEP-1303: input validation failures are tool execution errors (isError), not protocol errors."""
-    called = result(
-        post(mcp_url, "tools/call", {"name": "close_ticket", "arguments": {"ticket_id": "a b/c"}})
-    )
+    called = result(post(mcp_url, "tools/call", {"name": "close_ticket", "arguments": {"ticketId": "a b/c"}}))
     assert called["isError"] is True
-    assert "ticket_id" in called["content"][0]["text"]
+    assert "ticketId" in called["content"][0]["text"]
 
 
 def test_echo_returns_structured_content_matching_its_output_schema(mcp_url: str) -> None:
@@ -170,10 +168,17 @@ def test_an_oversized_body_is_refused_with_a_clear_jsonrpc_error(mcp_url: str) -
 
 
 def test_an_oversized_request_state_is_refused_with_a_clear_error(mcp_url: str) -> None:
-    params = {"name": "close_ticket", "arguments": {"ticket_id": "T-9"}, "requestState": "v1." + "A" * 20_000}
+    params = {"name": "close_ticket", "arguments": {"ticketId": "T-9"}, "requestState": "v1." + "A" * 20_000}
     err = error(post(mcp_url, "tools/call", params), 400)
     assert err["code"] == INVALID_PARAMS
     assert "requestState is larger than" in err["message"]
+
+
+def _open_ticket(url: str) -> str:
+    arguments = {"title": "Printer on fire", "customer": "acme"}
+    made = result(post(url, "tools/call", {"name": "create_ticket", "arguments": arguments}))
+    ticket: str = made["structuredContent"]["ticketId"]
+    return ticket
 
 
 def test_an_undeclared_input_kind_is_never_sent(mcp_url: str) -> None:
@@ -183,7 +188,7 @@ def test_an_undeclared_input_kind_is_never_sent(mcp_url: str) -> None:
         post(
             mcp_url,
             "tools/call",
-            {"name": "close_ticket", "arguments": {"ticket_id": "T-2"}},
+            {"name": "close_ticket", "arguments": {"ticketId": _open_ticket(mcp_url)}},
             caps=no_elicitation,
         )
     )
@@ -197,11 +202,12 @@ def test_a_url_only_elicitation_client_gets_no_form_request(mcp_url: str) -> Non
         post(
             mcp_url,
             "tools/call",
-            {"name": "close_ticket", "arguments": {"ticket_id": "T-3"}},
+            {"name": "close_ticket", "arguments": {"ticketId": _open_ticket(mcp_url)}},
             caps={"elicitation": {"url": {}}},
         )
     )
     assert called["isError"] is True
+    assert "elicitation" in called["content"][0]["text"]
 
 
 def test_input_required_is_never_returned_on_list_methods(mcp_url: str) -> None:
