@@ -21,7 +21,7 @@ from service._mcp import build_server
 from service._registry import Registry
 from service._settings import Settings
 from service._tasks import Tasks
-from service._temporal import connect
+from service._temporal import connect, unreachable
 from service.tools import default_registry
 
 _LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
@@ -79,8 +79,10 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
             await client().workflow_service.get_system_info(
                 GetSystemInfoRequest(), timeout=timedelta(seconds=2)
             )
-        except RPCError as exc:
-            return JSONResponse({"status": "temporal unavailable", "detail": exc.message}, status_code=503)
+        except (RPCError, RuntimeError) as exc:
+            if not (isinstance(exc, RPCError) or unreachable(exc)):
+                raise
+            return JSONResponse({"status": "temporal unavailable"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     gate = McpGate(manager.handle_request, security, max_body_bytes=settings.max_body_bytes)

@@ -41,6 +41,7 @@ from service._registry import Tool, tool_error_result
 from service._round import Round
 from service._settings import Settings
 from service._tasks import TASKS_EXTENSION, TERMINAL, AnswerRejected, TaskNotFound, Tasks, TaskView
+from service._temporal import unreachable
 from workflows import InputRequest
 
 log = structlog.get_logger("longtools.long")
@@ -82,8 +83,10 @@ async def _temporal_errors(what: str) -> AsyncIterator[None]:
     """Temporal unreachable or failing is the server's problem: -32603, detail in the log only."""
     try:
         yield
-    except RPCError as exc:
-        log.error("temporal_error", operation=what, status=str(exc.status), detail=exc.message)
+    except (RPCError, RuntimeError) as exc:
+        if not (isinstance(exc, RPCError) or unreachable(exc)):
+            raise
+        log.error("temporal_error", operation=what, detail=str(exc))
         raise MCPError(
             code=INTERNAL_ERROR, message="The task service is unavailable; try again shortly"
         ) from None

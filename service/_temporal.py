@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from service._registry import Registry
 from service._settings import Settings
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says Temporal could not be reached (a lazy client raises RuntimeError)."""
+    if isinstance(exc, RPCError):
+        return exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+    return isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect")
 
 
 async def connect(settings: Settings, *, lazy: bool = False) -> Client:

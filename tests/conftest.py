@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-_URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
+URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
+_WORKER_LINE = re.compile(r"longtools worker polling")
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
 STATE_KEY = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 
@@ -56,9 +57,31 @@ class Served:
                 self.process.stdout.close()
 
 
-def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Served:
-    """Start ``longtools serve --port 0`` and wait (bounded) for its URL line and /healthz."""
-    log_path = tmp / f"server-{secrets.token_hex(4)}.log"
+def start_server(
+    tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30, command: str = "serve"
+) -> Served:
+    """Start ``longtools serve --port 0`` (or ``api``) and wait (bounded) for its URL line and /healthz."""
+    process, log_path = spawn(tmp, [command, "--port", "0", *args], env)
+    url = wait_for_line(process, log_path, URL_LINE, timeout)
+    served = Served(process=process, url=url, log_path=log_path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if httpx.get(f"{served.base}/healthz").status_code == 200:
+            return served
+        time.sleep(0.05)
+    served.stop()
+    raise RuntimeError(f"longtools {command} never became healthy:\n{log_path.read_text()}")
+
+
+def start_worker(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Served:
+    """Start ``longtools worker`` and wait (bounded) until it polls its task queue."""
+    process, log_path = spawn(tmp, ["worker", *args], env)
+    wait_for_line(process, log_path, _WORKER_LINE, timeout)
+    return Served(process=process, url="", log_path=log_path)
+
+
+def spawn(tmp: Path, args: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen[str], Path]:
+    log_path = tmp / f"{args[0]}-{secrets.token_hex(4)}.log"
     full_env = {
         **os.environ,
         "LONGTOOLS_LOG_FORMAT": "json",
@@ -69,33 +92,33 @@ def start_server(tmp: Path, *args: str, env: dict[str, str] | None = None, timeo
     }
     with log_path.open("w") as log_file:
         process = subprocess.Popen(
-            [_LONGTOOLS, "serve", "--port", "0", "--data-dir", str(tmp / "data"), *args],
+            [_LONGTOOLS, *args, "--data-dir", str(tmp / "data")],
             stdout=subprocess.PIPE,
             stderr=log_file,
             text=True,
             env=full_env,
             preexec_fn=_die_with_parent,
         )
+    return process, log_path
+
+
+def wait_for_line(
+    process: subprocess.Popen[str], log_path: Path, pattern: re.Pattern[str], timeout: float
+) -> str:
+    """The first match of ``pattern`` on stdout (group 1 if any); kills the process if it never comes."""
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
-    url = None
-    while url is None and time.monotonic() < deadline:
-        line = process.stdout.readline()
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()  # the line comes or the process ends (EOF)
         if not line:
             break
-        found = _URL_LINE.search(line)
-        url = found.group(1) if found else None
-    if url is None:
-        process.kill()
-        process.wait()
-        process.stdout.close()
-        raise RuntimeError(f"longtools serve did not start:\n{log_path.read_text()}")
-    served = Served(process=process, url=url, log_path=log_path)
-    while time.monotonic() < deadline:
-        if httpx.get(f"{served.base}/healthz").status_code == 200:
-            return served
-    served.stop()
-    raise RuntimeError("longtools serve never became healthy")
+        found = pattern.search(line)
+        if found:
+            return found.group(1) if pattern.groups else found.group(0)
+    process.kill()
+    process.wait()
+    process.stdout.close()
+    raise RuntimeError(f"longtools did not start ({log_path.name}):\n{log_path.read_text()}")
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import socket
@@ -13,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import start_server
-from tests.wire import post, result
+from tests.conftest import URL_LINE, Served, spawn, start_server, wait_for_line
+from tests.wire import error, post, result
 
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
 
@@ -146,3 +147,114 @@ def test_bad_options_are_one_line_with_exit_2(args: tuple[str, ...], expected: s
     assert done.returncode == 2
     assert expected in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_serve_stops_its_embedded_temporal_with_it(tmp_path: Path) -> None:
+    served = start_server(tmp_path)
+    started = next(line for line in served.log_text().splitlines() if '"temporal_started"' in line)
+    host, port = json.loads(started)["address"].rsplit(":", 1)
+    assert (tmp_path / "data" / "temporal.db").is_file()
+    assert served.stop() == 0
+    with socket.socket() as probe:
+        assert probe.connect_ex((host, int(port))) != 0  # nobody listens there any more
+
+
+def test_api_without_temporal_serves_quick_tools_and_says_it_is_unhealthy(tmp_path: Path) -> None:
+    process, log_path = spawn(
+        tmp_path,
+        ["api", "--port", "0", "--conformance-fixtures", "--temporal-address", f"127.0.0.1:{_free_port()}"],
+        None,
+    )
+    api = Served(process=process, url=wait_for_line(process, log_path, URL_LINE, 30), log_path=log_path)
+    try:
+        health = httpx.get(f"{api.base}/healthz")
+        assert health.status_code == 503 and health.json() == {"status": "temporal unavailable"}
+        echoed = result(post(api.url, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+        assert echoed["structuredContent"] == {"text": "hi"}
+        long_call = post(api.url, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 1}})
+        assert error(long_call, 200) == {  # the SDK maps -32603 to 200
+            "code": -32603,
+            "message": "The task service is unavailable; try again shortly",
+        }
+    finally:
+        api.stop()
+    assert "Traceback" not in api.log_text()
+
+
+def test_a_worker_with_no_long_tools_says_so(tmp_path: Path) -> None:
+    done = _run("worker", "--no-examples", "--data-dir", str(tmp_path), "--temporal-address", "127.0.0.1:1")
+    assert done.returncode == 2
+    assert "no long tools are configured" in done.stderr
+
+
+def test_a_tool_module_that_cannot_load_is_one_line(tmp_path: Path) -> None:
+    done = _run("serve", "--port", "0", "--data-dir", str(tmp_path), "--tools", "no_such_module_here")
+    assert done.returncode == 2
+    assert "cannot import tool module 'no_such_module_here'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+_USER_TOOLS = '''
+"""A tool module of the user's own: one quick tool and one long tool, loaded with --tools."""
+from pydantic import BaseModel
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import ask_form
+
+
+class Args(BaseModel):
+    name: str
+
+
+class Ok(BaseModel):
+    ok: bool
+
+
+@workflow.defn(name="mytools.ask_then_greet")
+class AskThenGreet:
+    @workflow.run
+    async def run(self, args: Args) -> str:
+        answer = await ask_form(f"Greet {args.name}?", Ok)
+        return f"Hi {args.name}" if answer.content and answer.content.ok else "Not greeting"
+
+
+async def shout(args: Args, rnd) -> str:
+    return args.name.upper()
+
+
+def register(registry, settings):
+    registry.tool("shout", input=Args)(shout)
+    registry.long_tool("ask_then_greet", workflow=AskThenGreet, input=Args)
+'''
+
+
+def test_a_users_own_tool_module_adds_quick_and_long_tools(tmp_path: Path) -> None:
+    (tmp_path / "mytools.py").write_text(_USER_TOOLS)
+    env = {"PYTHONPATH": str(tmp_path), "LONGTOOLS_TOOLS": "mytools"}
+    served = start_server(tmp_path, "--no-examples", env=env)
+    try:
+        listed = {tool["name"] for tool in result(post(served.url, "tools/list"))["tools"]}
+        assert {"shout", "ask_then_greet", "echo"} <= listed and "bulk_close_tickets" not in listed
+        shouted = result(post(served.url, "tools/call", {"name": "shout", "arguments": {"name": "ada"}}))
+        assert shouted["content"][0]["text"] == "ADA"
+        call = {"name": "ask_then_greet", "arguments": {"name": "ada"}}
+        asked = result(post(served.url, "tools/call", call))
+        (key,) = asked["inputRequests"]
+        answer = {key: {"action": "accept", "content": {"ok": True}}}
+        done = result(
+            post(
+                served.url,
+                "tools/call",
+                {**call, "requestState": asked["requestState"], "inputResponses": answer},
+            )
+        )
+        assert done["content"] == [{"type": "text", "text": "Hi ada"}]
+    finally:
+        served.stop()

@@ -1,7 +1,8 @@
 """The official MCP conformance suite against a real ``longtools serve --conformance-fixtures``.
 
 The suite and the Node 22 it needs are installed by ``./dev test`` from conformance/package-lock.json.
-No expected-failures file: every scored scenario of the 2026-07-28 requirement set must pass.
+No expected-failures file: every scored scenario of the 2026-07-28 requirement set must pass, and
+every runnable scenario of the Tasks extension.
 """
 
 from __future__ import annotations
@@ -62,6 +63,21 @@ REQUIRED_SERVER_SCENARIOS = {
     "input-required-result-ignore-extra-params",
     "input-required-result-validate-input",
 }
+# The Tasks extension's scenarios (SEP-2663). They are "off-timeline": run with --spec-version the
+# suite skips them and exits 0, so they run without it, one by one, and a run that wrote no checks
+# fails here. tasks-status-notifications is a permanent SKIP in the suite itself.
+TASK_SCENARIOS = {
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+}
+ALWAYS_SKIPPED = "tasks-status-notifications"
 _RESULT_DIR = re.compile(r"^server-(.+)-\d{4}-\d{2}-\d{2}T")
 # Checks the suite skips by design when a server does not serve subscriptions/listen (we advertise
 # no listChanged or subscribe, so these are not applicable, not failed).
@@ -89,6 +105,12 @@ def test_the_pinned_suite_requires_exactly_these_37_server_scenarios() -> None:
         line.strip().removeprefix("- ") for line in section.splitlines() if line.strip().startswith("- ")
     }
     assert names == REQUIRED_SERVER_SCENARIOS
+
+
+def test_the_pinned_suite_has_exactly_these_task_scenarios() -> None:
+    listed = _suite("list", "--server").stdout
+    names = {line.split()[1] for line in listed.splitlines() if line.strip().startswith("- tasks-")}
+    assert names == TASK_SCENARIOS | {ALWAYS_SKIPPED}
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +168,20 @@ def test_pending_scenarios_pass_too(fixtures_url: str, tmp_path: Path, scenario:
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     _assert_all_passed(scenario, _results(tmp_path)[scenario])
+
+
+@pytest.mark.parametrize("scenario", sorted(TASK_SCENARIOS))
+def test_every_tasks_scenario_passes(fixtures_url: str, tmp_path: Path, scenario: str) -> None:
+    done = _suite("server", "--url", fixtures_url, "--scenario", scenario, "-o", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    checks = _results(tmp_path).get(scenario)
+    assert checks is not None, f"{scenario} was skipped: {done.stdout[-2000:]}"
+    # Every run scenario ends with the suite's schema check of all our messages.
+    assert "wire-schema-valid" in {check["id"] for check in checks}
+    _assert_all_passed(scenario, checks)
+
+
+def test_the_notifications_scenario_is_the_suites_own_skip(fixtures_url: str, tmp_path: Path) -> None:
+    _suite("server", "--url", fixtures_url, "--scenario", ALWAYS_SKIPPED, "-o", str(tmp_path))
+    checks = _results(tmp_path)[ALWAYS_SKIPPED]
+    assert [(check["id"], check["status"]) for check in checks] == [(ALWAYS_SKIPPED, "SKIPPED")]

@@ -29,7 +29,7 @@ def headers_for(method: str, params: dict[str, Any]) -> dict[str, str]:
         "mcp-protocol-version": VERSION,
         "mcp-method": method,
     }
-    name = params.get("name", params.get("uri"))
+    name = params.get("name", params.get("uri", params.get("taskId")))
     if isinstance(name, str):
         headers["mcp-name"] = name
     return headers
