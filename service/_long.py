@@ -214,8 +214,12 @@ class LongTools:
         if not declares_tasks(ctx.session.client_capabilities):
             raise missing_tasks_extension()
         headers = getattr(ctx.request, "headers", None)
-        if headers is not None and decode_header_value(headers.get("mcp-name")) != params.task_id:
-            # SEP-2663: tasks/* carry the task id in Mcp-Name; the SDK checks this only for core methods.
+        named = headers.get("mcp-name") if headers is not None else None
+        # SEP-2663: tasks/* carry the task id in Mcp-Name (the SDK checks it only for core methods).
+        # A header that disagrees with the body is refused: a proxy may have routed or authorized on
+        # it. An absent one is tolerated, as a routing hint the server itself does not need:
+        # fastmcp 4.1.4's tasks client never sends it.
+        if named is not None and decode_header_value(named) != params.task_id:
             raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")
         try:
             async with _temporal_errors(ctx.method):

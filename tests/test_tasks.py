@@ -147,6 +147,9 @@ def test_mcp_name_must_be_the_task_id_and_removed_methods_are_not_found(mcp_url:
     task_id = start(mcp_url, "slow_compute", {"seconds": 0})["taskId"]
     wrong = post(mcp_url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS, headers={"mcp-name": "other"})
     assert error(wrong, 400)["code"] == -32020
+    # An absent header is tolerated (fastmcp's tasks client sends none); only a contradiction is refused.
+    unnamed = post(mcp_url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS, headers={"mcp-name": None})
+    assert result(unnamed)["taskId"] == task_id
     for removed in ("tasks/result", "tasks/list"):
         assert error(post(mcp_url, removed, {"taskId": task_id}, caps=TASK_CAPS), 404)["code"] == -32601
 

@@ -1,0 +1,224 @@
+"""Nothing is lost when processes die: Temporal, worker and API as separate real processes.
+
+- kill -9 of all three mid-flow, restart on the same data dir: every task finishes, answers given
+  before the crash are kept, no ticket is closed twice, tasks/get answers throughout;
+- with every worker stopped, tasks/get still shows a waiting task and tasks/update is accepted;
+- tasks/cancel during a long activity settles the task as cancelled within the heartbeat timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service._devserver import DevServer, start_dev_server
+from tests.conftest import Served, start_server, start_worker
+from tests.wire import post, result
+
+TASKS = "io.modelcontextprotocol/tasks"
+CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
+CONFIRM = {"action": "accept", "content": {"confirm": True, "reason": "Resolved"}}
+
+
+class Cluster:
+    """Temporal, a worker and an API as three processes over one data dir, each killable."""
+
+    def __init__(self, tmp: Path, work_s: float) -> None:
+        self.tmp = tmp
+        self.env = {"LONGTOOLS_HELPDESK_WORK_S": str(work_s)}
+        self.temporal: DevServer | None = None
+        self.worker: Served | None = None
+        self.api: Served | None = None
+        self.port = 0
+
+    @property
+    def address(self) -> str:
+        assert self.temporal is not None
+        return self.temporal.address
+
+    def start_temporal(self) -> None:
+        self.temporal = asyncio.run(start_dev_server(self.tmp / "data" / "temporal.db", port=self.port))
+        self.port = int(self.temporal.address.rsplit(":", 1)[1])  # the same port after a restart
+
+    def start_worker(self) -> None:
+        self.worker = start_worker(self.tmp, "--temporal-address", self.address, env=self.env)
+
+    def start_api(self) -> None:
+        self.api = start_server(self.tmp, "--temporal-address", self.address, env=self.env, command="api")
+
+    def start_all(self) -> None:
+        self.start_temporal()
+        self.start_worker()
+        self.start_api()
+
+    def kill_all(self) -> None:
+        """kill -9, no goodbyes: API, worker, then Temporal."""
+        for served in (self.api, self.worker):
+            if served is not None:
+                served.stop(signal.SIGKILL)
+        if self.temporal is not None:
+            os.kill(self.temporal.pid, signal.SIGKILL)
+            self.temporal.stop()  # reaps it
+
+    def stop_all(self) -> None:
+        for served in (self.api, self.worker):
+            if served is not None and served.process.poll() is None:
+                served.stop()
+        if self.temporal is not None:
+            self.temporal.stop()
+
+    @property
+    def url(self) -> str:
+        assert self.api is not None
+        return self.api.url
+
+    def tool(self, name: str, arguments: dict[str, Any], caps: dict[str, Any] = CAPS) -> dict[str, Any]:
+        return result(post(self.url, "tools/call", {"name": name, "arguments": arguments}, caps=caps))
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        return result(post(self.url, "tasks/get", {"taskId": task_id}, caps=CAPS))
+
+    def answer(self, task_id: str, responses: dict[str, Any]) -> None:
+        result(post(self.url, "tasks/update", {"taskId": task_id, "inputResponses": responses}, caps=CAPS))
+
+    def until(
+        self, task_id: str, ready: Callable[[dict[str, Any]], bool], within: float = 30
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + within
+        while True:
+            task = self.task(task_id)
+            if ready(task):
+                return task
+            assert time.monotonic() < deadline, f"task never got there: {task}"
+            time.sleep(0.05)
+
+    def tickets(self, customer: str, count: int) -> list[str]:
+        made = [
+            self.tool("create_ticket", {"title": f"issue {n}", "customer": customer}) for n in range(count)
+        ]
+        return [ticket["structuredContent"]["ticketId"] for ticket in made]
+
+    def closes(self, ticket_id: str) -> int:
+        ticket = self.tool("get_ticket", {"ticketId": ticket_id})["structuredContent"]
+        return sum(1 for entry in ticket["history"] if entry["event"] == "closed")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    made = Cluster(tmp_path, work_s=3)
+    try:
+        yield made
+    finally:
+        made.stop_all()
+
+
+def _waiting(task: dict[str, Any]) -> bool:
+    return bool(task["status"] == "input_required")
+
+
+def test_kill_9_of_temporal_worker_and_api_loses_nothing(cluster: Cluster) -> None:
+    cluster.start_all()
+    waiting_tickets = cluster.tickets("acme", 2)
+    working_tickets = cluster.tickets("globex", 2)
+    waiting = cluster.tool("bulk_close_tickets", {"customer": "acme"})["taskId"]
+    working = cluster.tool("bulk_close_tickets", {"customer": "globex"})["taskId"]
+    asked = cluster.until(waiting, _waiting)["inputRequests"]
+    (key,) = cluster.until(working, _waiting)["inputRequests"]
+    cluster.answer(working, {key: CONFIRM})  # given before the crash: must be kept
+    cluster.until(working, lambda t: t["status"] == "working" and "Clos" in t.get("statusMessage", ""))
+
+    cluster.kill_all()
+    cluster.start_all()
+
+    # The restarted API reads both tasks at once: the question is still there, word for word.
+    assert cluster.task(waiting)["inputRequests"] == asked
+    (waiting_key,) = asked
+    cluster.answer(waiting, {waiting_key: CONFIRM})
+    for task_id in (waiting, working):
+        done = cluster.until(task_id, lambda t: t["status"] != "working" and not _waiting(t), within=60)
+        assert done["status"] == "completed", done
+        assert not done["result"]["isError"], done
+    for ticket in waiting_tickets + working_tickets:
+        assert cluster.closes(ticket) == 1, ticket
+
+
+def test_with_every_worker_stopped_a_task_is_read_and_answered_then_continues(cluster: Cluster) -> None:
+    cluster.start_all()
+    (ticket,) = cluster.tickets("initech", 1)
+    task_id = cluster.tool("bulk_close_tickets", {"customer": "initech"})["taskId"]
+    asked = cluster.until(task_id, _waiting)["inputRequests"]
+    assert cluster.worker is not None
+    assert cluster.worker.stop() == 0
+
+    for _ in range(3):  # reads keep working with no worker at all
+        assert cluster.task(task_id)["inputRequests"] == asked
+    (key,) = asked
+    cluster.answer(task_id, {key: CONFIRM})  # durably accepted: Temporal holds the signal
+    assert cluster.task(task_id)["status"] in ("input_required", "working")
+    assert cluster.closes(ticket) == 0
+
+    cluster.start_worker()
+    done = cluster.until(task_id, lambda t: t["status"] == "completed")
+    assert done["result"]["structuredContent"]["closed"] == [ticket]
+    assert cluster.closes(ticket) == 1
+
+
+def test_cancel_during_a_long_activity_stops_it_within_the_heartbeat_timeout(tmp_path: Path) -> None:
+    served = start_server(tmp_path, env={"LONGTOOLS_HELPDESK_WORK_S": "60"})
+    try:
+        url = served.url
+        made = result(
+            post(
+                url,
+                "tools/call",
+                {"name": "create_ticket", "arguments": {"title": "slow", "customer": "umbrella"}},
+            )
+        )
+        ticket = made["structuredContent"]["ticketId"]
+        created = result(
+            post(
+                url,
+                "tools/call",
+                {"name": "bulk_close_tickets", "arguments": {"customer": "umbrella"}},
+                caps=CAPS,
+            )
+        )
+        task_id = created["taskId"]
+
+        def task() -> dict[str, Any]:
+            return result(post(url, "tasks/get", {"taskId": task_id}, caps=CAPS))
+
+        deadline = time.monotonic() + 20
+        while not _waiting(current := task()):
+            assert time.monotonic() < deadline, current
+            time.sleep(0.05)
+        (key,) = current["inputRequests"]
+        result(post(url, "tasks/update", {"taskId": task_id, "inputResponses": {key: CONFIRM}}, caps=CAPS))
+        while "Clos" not in (current := task()).get("statusMessage", ""):
+            assert time.monotonic() < deadline, current
+            time.sleep(0.05)
+        time.sleep(0.5)  # let the activity get well into its 60 s of work
+
+        cancelled_at = time.monotonic()
+        result(post(url, "tasks/cancel", {"taskId": task_id}, caps=CAPS))
+        while (current := task())["status"] == "working":
+            assert time.monotonic() - cancelled_at < 10, current
+            time.sleep(0.05)
+        took = time.monotonic() - cancelled_at
+        assert current["status"] == "cancelled"
+        # WAIT_CANCELLATION_COMPLETED: "cancelled" means the activity itself acknowledged and stopped,
+        # far sooner than its 60 s of work (the heartbeat timeout is 2 s; this is no speed test).
+        assert took < 10, f"cancel took {took:.1f}s"
+        ticket_now = result(
+            post(url, "tools/call", {"name": "get_ticket", "arguments": {"ticketId": ticket}})
+        )
+        assert ticket_now["structuredContent"]["status"] == "open"
+    finally:
+        served.stop()

@@ -1,0 +1,105 @@
+"""``bulk_close_tickets`` driven by two independent client implementations against a real server.
+
+- ``fastmcp[tasks]`` 4.1.4 declares the Tasks extension: the call becomes a task that goes
+  ``input_required`` → ``tasks/update`` → ``completed``, answered through its elicitation handler.
+- The official ``mcp`` SDK client declares no tasks extension: the same tool runs through MRTR
+  rounds, and its elicitation callback answers the same question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastmcp import Client as FastMCPClient
+from fastmcp_tasks.client import call_tool_task
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp_types import ElicitRequestParams, ElicitResult
+
+from tests.conftest import Served, start_server
+from tests.wire import post, result
+
+
+@pytest.fixture(scope="module")
+def helpdesk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    # Short simulated work per ticket keeps the module quick; the flows are the same.
+    served = start_server(tmp_path_factory.mktemp("helpdesk"), env={"LONGTOOLS_HELPDESK_WORK_S": "0.2"})
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def _tickets(url: str, customer: str, count: int) -> list[str]:
+    made = []
+    for n in range(count):
+        ticket = result(
+            post(
+                url,
+                "tools/call",
+                {"name": "create_ticket", "arguments": {"title": f"t{n}", "customer": customer}},
+            )
+        )
+        made.append(ticket["structuredContent"]["ticketId"])
+    return made
+
+
+def _history(url: str, ticket_id: str) -> list[str]:
+    ticket = result(post(url, "tools/call", {"name": "get_ticket", "arguments": {"ticketId": ticket_id}}))
+    return [entry["event"] for entry in ticket["structuredContent"]["history"]]
+
+
+async def test_fastmcp_tasks_client_drives_the_task_through_input_required(helpdesk: Served) -> None:
+    tickets = _tickets(helpdesk.url, "acme", 3)
+    questions: list[str] = []
+
+    async def confirm(message: str, response_type: Any, params: Any, context: Any) -> dict[str, Any]:
+        questions.append(message)
+        return {"confirm": True, "reason": "Resolved"}
+
+    async with FastMCPClient(helpdesk.url, elicitation_handler=confirm) as client:
+        task = await call_tool_task(client, "bulk_close_tickets", {"customer": "acme"})
+        parked = await task.wait(state="input_required", timeout=30)
+        assert parked.task_id == task.task_id
+        done = await task.result()  # answers through the handler with tasks/update, then polls
+        final = await task.status()
+
+    assert questions == ["Close 3 tickets for acme?"]
+    assert final.status == "completed"
+    assert done.structured_content is not None
+    assert sorted(done.structured_content["closed"]) == sorted(tickets)
+    for ticket in tickets:
+        assert _history(helpdesk.url, ticket).count("closed") == 1
+
+
+async def test_the_sdk_client_without_tasks_gets_the_same_tool_through_mrtr_rounds(helpdesk: Served) -> None:
+    tickets = _tickets(helpdesk.url, "globex", 2)
+    questions: list[str] = []
+
+    async def confirm(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        questions.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": True, "reason": "Duplicate"})
+
+    async with Client(helpdesk.url, elicitation_callback=confirm) as client:
+        outcome = await client.call_tool("bulk_close_tickets", {"customer": "globex"})
+
+    assert questions == ["Close 2 tickets for globex?"]
+    assert not outcome.is_error
+    assert outcome.structured_content is not None
+    assert sorted(outcome.structured_content["closed"]) == sorted(tickets)
+    for ticket in tickets:
+        assert _history(helpdesk.url, ticket).count("closed") == 1
+
+
+def test_declining_closes_nothing(helpdesk: Served) -> None:
+    (ticket,) = _tickets(helpdesk.url, "initech", 1)
+    args = {"name": "bulk_close_tickets", "arguments": {"customer": "initech"}}
+    caps: dict[str, Any] = {"elicitation": {"form": {}}}
+    asked = result(post(helpdesk.url, "tools/call", args, caps=caps))
+    (key,) = asked["inputRequests"]
+    retry = {**args, "requestState": asked["requestState"], "inputResponses": {key: {"action": "decline"}}}
+    done = result(post(helpdesk.url, "tools/call", retry, caps=caps))
+    assert done["structuredContent"]["closed"] == []
+    assert _history(helpdesk.url, ticket) == ["created"]
