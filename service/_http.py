@@ -40,10 +40,11 @@ class McpGate:
             await self._app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        info: dict[str, Any] = {
-            "method": _latin1(headers.get(b"mcp-method")),
-            "tool": _latin1(headers.get(b"mcp-name")),
-        }
+        method = _latin1(headers.get(b"mcp-method"))
+        # Mcp-Name is the tool for tools/call and the task for tasks/* (the handlers add the task id
+        # a tools/call creates).
+        named = "task_id" if method is not None and method.startswith("tasks/") else "tool"
+        info: dict[str, Any] = {"method": method, named: _latin1(headers.get(b"mcp-name"))}
         bind_request_info(info)
         started = time.perf_counter()
         status: list[int] = [0]

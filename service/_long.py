@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from temporalio.service import RPCError
 
 from service._auth import principal_of
+from service._logging import request_info
 from service._registry import Tool, tool_error_result
 from service._round import Round
 from service._settings import Settings
@@ -122,6 +123,7 @@ class LongTools:
                     return prepared
                 args = prepared
             view = await self._tasks.start(tool, args, principal_of(ctx))
+            request_info()["task_id"] = view.task_id
             if as_task:
                 # Server-directed creation: the start is durable, so tasks/get already finds it.
                 return {"resultType": "task", **view.wire(self._settings.task_poll_interval_ms)}
@@ -130,6 +132,7 @@ class LongTools:
     async def _continue(
         self, ctx: ServerRequestContext[Any, Any], tool: Tool, state: _Continuation, rnd: Round
     ) -> CallToolResult | InputRequiredResult:
+        request_info()["task_id"] = state.task
         try:
             view = await self._tasks.get(state.task, principal_of(ctx))
         except TaskNotFound:
@@ -151,7 +154,17 @@ class LongTools:
         def settled(view: TaskView) -> bool:
             return view.status in TERMINAL or bool(set(view.input_requests or {}) - sent)
 
-        view = await self._tasks.wait(state.task, principal_of(ctx), settled, self._settings.mrtr_wait_s)
+        shown: list[str] = []
+
+        async def progress(view: TaskView) -> None:
+            # The workflow's statusMessage, as progress notifications (SSE) while the round is held.
+            if view.message and (not shown or shown[-1] != view.message):
+                shown.append(view.message)
+                await rnd.progress(len(shown), None, view.message)
+
+        view = await self._tasks.wait(
+            state.task, principal_of(ctx), settled, self._settings.mrtr_wait_s, seen=progress
+        )
         if view.status == "completed" and view.result is not None:
             return CallToolResult.model_validate(view.result)
         if view.status == "failed" and view.error is not None:

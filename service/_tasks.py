@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -210,7 +210,12 @@ class Tasks:
         log.info("task_cancel_requested", task_id=view.task_id)
 
     async def wait(
-        self, task_id: str, principal: str, done: Callable[[TaskView], bool], within_s: float
+        self,
+        task_id: str,
+        principal: str,
+        done: Callable[[TaskView], bool],
+        within_s: float,
+        seen: Callable[[TaskView], Awaitable[None]] | None = None,
     ) -> TaskView:
         """Poll until ``done(view)`` or ``within_s`` seconds pass; returns the last view either way.
 
@@ -222,6 +227,8 @@ class Tasks:
         pause = 0.02
         while True:
             view = await self.get(task_id, principal)
+            if seen is not None:
+                await seen(view)
             left = deadline - loop.time()
             if done(view) or left <= 0:
                 return view

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import Served, start_server
-from tests.wire import error, post, result
+from tests.wire import error, is_sse, post, result
 
 TASKS = "io.modelcontextprotocol/tasks"
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
@@ -223,3 +223,13 @@ def test_an_expired_task_is_gone(impatient: Served) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert error(gone, 400) == {"code": -32602, "message": "Failed to retrieve task: Task has expired"}
+
+
+def test_a_round_is_held_open_past_the_sse_switch_until_the_work_is_done(mcp_url: str) -> None:
+    """One round, not a retry loop: after ~15 s the SDK switches the response to SSE and keeps the
+    connection alive, so a client that caps its rounds still gets a tool longer than a few seconds."""
+    response = call(mcp_url, "slow_compute", {"seconds": 17}, caps=NO_TASK_CAPS)
+    assert is_sse(response)
+    done = result(response)
+    assert done["resultType"] == "complete"
+    assert done["content"] == [{"type": "text", "text": "Computed result in 17s"}]
