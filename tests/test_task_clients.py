@@ -82,10 +82,10 @@ async def test_the_sdk_client_without_tasks_gets_the_same_tool_through_mrtr_roun
         questions.append(params.message)
         return ElicitResult(action="accept", content={"confirm": True, "reason": "Duplicate"})
 
-    progress: list[str | None] = []
+    messages: list[str | None] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append(message)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
 
     async with Client(helpdesk.url, elicitation_callback=confirm) as client:
         outcome = await client.call_tool(
@@ -94,7 +94,7 @@ async def test_the_sdk_client_without_tasks_gets_the_same_tool_through_mrtr_roun
 
     assert questions == ["Close 2 tickets for globex?"]
     # The held round relays the workflow's statusMessage as progress notifications.
-    assert "Closed 2 of 2" in progress or "Closed 1 of 2" in progress, progress
+    assert "Closed 1 of 2" in messages or "Closed 2 of 2" in messages, messages
     assert not outcome.is_error
     assert outcome.structured_content is not None
     assert sorted(outcome.structured_content["closed"]) == sorted(tickets)
