@@ -200,61 +200,27 @@ def test_a_tool_module_that_cannot_load_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-_USER_TOOLS = '''
-"""A tool module of the user's own: one quick tool and one long tool, loaded with --tools."""
-from pydantic import BaseModel
-from temporalio import workflow
-
-with workflow.unsafe.imports_passed_through():
-    from workflows import ask_form
+def _readme_tool_module() -> str:
+    """The long-tool example of README.md, verbatim, so the documentation cannot rot."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("```python\n# mytools.py", 1)[1].split("```", 1)[0]
+    return "# mytools.py" + block
 
 
-class Args(BaseModel):
-    name: str
-
-
-class Ok(BaseModel):
-    ok: bool
-
-
-@workflow.defn(name="mytools.ask_then_greet")
-class AskThenGreet:
-    @workflow.run
-    async def run(self, args: Args) -> str:
-        answer = await ask_form(f"Greet {args.name}?", Ok)
-        return f"Hi {args.name}" if answer.content and answer.content.ok else "Not greeting"
-
-
-async def shout(args: Args, rnd) -> str:
-    return args.name.upper()
-
-
-def register(registry, settings):
-    registry.tool("shout", input=Args)(shout)
-    registry.long_tool("ask_then_greet", workflow=AskThenGreet, input=Args)
-'''
-
-
-def test_a_users_own_tool_module_adds_quick_and_long_tools(tmp_path: Path) -> None:
-    (tmp_path / "mytools.py").write_text(_USER_TOOLS)
+def test_the_readme_long_tool_module_loads_with_tools_and_runs(tmp_path: Path) -> None:
+    (tmp_path / "mytools.py").write_text(_readme_tool_module())
     env = {"PYTHONPATH": str(tmp_path), "LONGTOOLS_TOOLS": "mytools"}
     served = start_server(tmp_path, "--no-examples", env=env)
     try:
         listed = {tool["name"] for tool in result(post(served.url, "tools/list"))["tools"]}
-        assert {"shout", "ask_then_greet", "echo"} <= listed and "bulk_close_tickets" not in listed
-        shouted = result(post(served.url, "tools/call", {"name": "shout", "arguments": {"name": "ada"}}))
-        assert shouted["content"][0]["text"] == "ADA"
-        call = {"name": "ask_then_greet", "arguments": {"name": "ada"}}
+        assert {"careful_delete", "echo"} <= listed and "bulk_close_tickets" not in listed
+        call = {"name": "careful_delete", "arguments": {"path": "/tmp/x"}}
         asked = result(post(served.url, "tools/call", call))
         (key,) = asked["inputRequests"]
-        answer = {key: {"action": "accept", "content": {"ok": True}}}
-        done = result(
-            post(
-                served.url,
-                "tools/call",
-                {**call, "requestState": asked["requestState"], "inputResponses": answer},
-            )
-        )
-        assert done["content"] == [{"type": "text", "text": "Hi ada"}]
+        assert asked["inputRequests"][key]["params"]["message"] == "Delete /tmp/x?"
+        answer = {key: {"action": "accept", "content": {"confirm": True}}}
+        retry = {**call, "requestState": asked["requestState"], "inputResponses": answer}
+        done = result(post(served.url, "tools/call", retry))
+        assert done["content"] == [{"type": "text", "text": "Deleted /tmp/x"}]
     finally:
         served.stop()
