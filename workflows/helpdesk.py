@@ -61,8 +61,7 @@ class BulkCloseOutput(BaseModel):
 
 @workflow.defn(name="bulk_close_tickets")
 class BulkCloseTickets:
-    """Close every open ticket of a customer: lists them, asks once to confirm (with a reason), then
-    closes them one by one, reporting progress. Cancelling stops before the next ticket."""
+    """Close all open tickets of a customer after one confirmation: one by one, with progress; cancellable."""
 
     @workflow.run
     async def run(self, args: BulkCloseInput) -> BulkCloseOutput:

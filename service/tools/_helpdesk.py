@@ -121,8 +121,7 @@ def register_helpdesk(registry: Registry, settings: Settings) -> None:
 
     @registry.tool("close_ticket", input=CloseTicketInput, output=TicketView, title="Close ticket")
     async def close_ticket(args: CloseTicketInput, rnd: Round) -> ToolReturn:
-        """Close one open ticket. Asks the person why (Resolved, Duplicate or Cancelled) first;
-        declining leaves the ticket open. A ticket that is already closed is an error."""
+        """Close an open ticket after asking why (Resolved, Duplicate, Cancelled); declining keeps it open."""
         state = rnd.request_state
         exchange = state.removeprefix(_QUESTION_ID) if state and state.startswith(_QUESTION_ID) else None
         answer = rnd.elicited(_REASON_KEY, ReasonForm) if exchange is not None else None
