@@ -223,29 +223,27 @@ async def _run_parts(
     settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
 ) -> int:
     async with contextlib.AsyncExitStack() as stack:
+        if sock is not None:
+            stack.callback(sock.close)  # closing twice is harmless; uvicorn closes it on a normal exit
         if embedded and settings.temporal_address is None:
             try:
                 dev = await start_dev_server(settings.data_dir / "temporal.db", port=settings.temporal_port)
             except DevServerError as exc:
-                if sock is not None:
-                    sock.close()
                 typer.echo(f"longtools: {exc}", err=True)
                 return 1
             stack.callback(dev.stop)
             settings = settings.model_copy(update={"temporal_address": dev.address})
             log.info("temporal_started", address=dev.address, db=str(settings.data_dir / "temporal.db"))
-        stop = asyncio.Event()
         if worker and not (registry.workflows or registry.activities):
             if sock is None:
                 typer.echo("longtools: no long tools are configured; a worker has nothing to run", err=True)
                 return 2
-            worker = False  # serve with quick tools only
+            worker = False  # quick tools only: nothing for a worker to do
+        worker_task: asyncio.Task[None] | None = None
         if worker:
             try:
                 client = await connect(settings)
             except RuntimeError as exc:  # the SDK's "Failed client connect"
-                if sock is not None:
-                    sock.close()
                 typer.echo(
                     f"longtools: cannot reach Temporal at {settings.temporal_address}: {exc}", err=True
                 )
@@ -253,24 +251,38 @@ async def _run_parts(
             running = build_worker(settings, client, registry)
             worker_task = asyncio.create_task(running.run())
             stack.push_async_callback(_stop_worker, running, worker_task)
-        if sock is None:
-            print(  # noqa: T201
-                f"longtools worker polling task queue {settings.task_queue!r} at {settings.temporal_address}",
-                flush=True,
-            )
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            await stop.wait()
-            return 0
-        return await _serve(_uvicorn(settings, registry), sock, settings.host)
+        if sock is not None:
+            return await _serve(_uvicorn(settings, registry), sock, settings.host)
+        assert worker_task is not None
+        print(  # noqa: T201
+            f"longtools worker polling task queue {settings.task_queue!r} at {settings.temporal_address}",
+            flush=True,
+        )
+        return await _until_signal_or_failure(worker_task)
     return 0
 
 
+async def _until_signal_or_failure(worker_task: asyncio.Task[None]) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({stopped, worker_task}, return_when=asyncio.FIRST_COMPLETED)
+    failed = worker_task.done()  # a worker that stopped by itself has failed; _stop_worker says why
+    stopped.cancel()
+    return 1 if failed else 0
+
+
 async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
-    await running.shutdown()
-    with contextlib.suppress(asyncio.CancelledError):
+    if not task.done():
+        await running.shutdown()
+    try:
         await task
+    except asyncio.CancelledError:
+        pass
+    except Exception as exc:  # a worker that died on its own: said once, then a clean exit path
+        log.error("worker_failed", error=str(exc))
 
 
 def _uvicorn(settings: Settings, registry: Registry) -> _Server:
