@@ -1,4 +1,4 @@
-"""Temporal activities for long tools: every side effect, heartbeating, idempotent by operation id.
+"""Temporal activities of the long tools: every side effect, heartbeating, idempotent by operation id.
 
-Runs in the Temporal worker process. Long tools arrive with the durable-tasks work.
+Runs in the worker process (``helpdesk``: the ticket store the helpdesk tools share with the API).
 """

@@ -13,6 +13,7 @@ rounds for those that do not (unless its ``task_support`` is ``required``).
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -186,7 +187,7 @@ class Registry:
             self.add_tool(
                 Tool(
                     name=name,
-                    description=description or (handler.__doc__ or "").strip(),
+                    description=description or inspect.cleandoc(handler.__doc__ or ""),
                     input_model=input,
                     output_model=output,
                     handler=handler,
@@ -215,7 +216,7 @@ class Registry:
         self.add_tool(
             Tool(
                 name=name,
-                description=description or (workflow.__doc__ or "").strip(),
+                description=description or inspect.cleandoc(workflow.__doc__ or ""),
                 input_model=input,
                 output_model=output,
                 workflow=workflow,
