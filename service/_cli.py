@@ -34,6 +34,8 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Option help shows "[env LONGTOOLS_..., default ...]"; as rich markup those brackets vanish.
+    rich_markup_mode=None,
 )
 log = structlog.get_logger("longtools.cli")
 
@@ -61,6 +63,7 @@ _ToolsOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--tools",
+        metavar="MODULE",
         help="A module of your own tools to load (repeatable); it defines register(registry, settings) "
         "[env LONGTOOLS_TOOLS, comma-separated].",
     ),
@@ -95,6 +98,14 @@ def _registry(settings: Settings) -> Registry:
         _fail(str(exc))
 
 
+def _launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bool) -> NoReturn:
+    """What every command does with its options: settings, tools, socket, then run until stopped."""
+    settings = _settings(**options)
+    registry = _registry(settings)
+    sock = _listen(settings) if listen else None
+    raise typer.Exit(asyncio.run(_run(settings, registry, sock=sock, worker=worker, embedded=embedded)))
+
+
 @cli.command()
 def serve(
     host: _HostOpt = None,
@@ -112,20 +123,7 @@ def serve(
     Without --temporal-address it starts the embedded Temporal dev server with its data in
     <data-dir>/temporal.db, so tasks survive a restart.
     """
-    settings = _settings(
-        host=host,
-        port=port,
-        data_dir=data_dir,
-        conformance_fixtures=conformance_fixtures,
-        examples=examples,
-        tools=tools,
-        temporal_address=temporal_address,
-        temporal_namespace=temporal_namespace,
-        task_queue=task_queue,
-    )
-    registry = _registry(settings)
-    sock = _listen(settings)
-    raise typer.Exit(asyncio.run(_run(settings, registry, sock=sock, worker=True, embedded=True)))
+    _launch(dict(locals()), listen=True, worker=True, embedded=True)
 
 
 @cli.command()
@@ -141,20 +139,7 @@ def api(
     task_queue: _QueueOpt = None,
 ) -> None:
     """Run only the MCP API (stateless; run as many as you like) against an existing Temporal."""
-    settings = _settings(
-        host=host,
-        port=port,
-        data_dir=data_dir,
-        conformance_fixtures=conformance_fixtures,
-        examples=examples,
-        tools=tools,
-        temporal_address=temporal_address,
-        temporal_namespace=temporal_namespace,
-        task_queue=task_queue,
-    )
-    registry = _registry(settings)
-    sock = _listen(settings)
-    raise typer.Exit(asyncio.run(_run(settings, registry, sock=sock, worker=False, embedded=False)))
+    _launch(dict(locals()), listen=True, worker=False, embedded=False)
 
 
 @cli.command()
@@ -168,17 +153,7 @@ def worker(
     task_queue: _QueueOpt = None,
 ) -> None:
     """Run only a worker for the long tools (run as many as you like) against an existing Temporal."""
-    settings = _settings(
-        data_dir=data_dir,
-        conformance_fixtures=conformance_fixtures,
-        examples=examples,
-        tools=tools,
-        temporal_address=temporal_address,
-        temporal_namespace=temporal_namespace,
-        task_queue=task_queue,
-    )
-    registry = _registry(settings)
-    raise typer.Exit(asyncio.run(_run(settings, registry, sock=None, worker=True, embedded=False)))
+    _launch(dict(locals()), listen=False, worker=True, embedded=False)
 
 
 @cli.command()

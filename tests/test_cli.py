@@ -224,3 +224,10 @@ def test_the_readme_long_tool_module_loads_with_tools_and_runs(tmp_path: Path) -
         assert done["content"] == [{"type": "text", "text": "Deleted /tmp/x"}]
     finally:
         served.stop()
+
+
+@pytest.mark.parametrize("command", ["serve", "api", "worker"])
+def test_help_names_the_environment_variables(command: str) -> None:
+    shown = _run(command, "--help").stdout
+    assert "LONGTOOLS_DATA_DIR" in shown and "LONGTOOLS_TEMPORAL_ADDRESS" in shown
+    assert "--temporal-namespace" in shown and "--task-queue" in shown and "--tools MODULE" in shown
