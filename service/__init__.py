@@ -12,6 +12,13 @@ The public API for running the service and for writing quick tools::
         if answer is None:
             return rnd.ask({"name": elicit("Your name?", NameForm)})
         ...
+
+A long tool is a Temporal workflow (see ``workflows``) registered in one line::
+
+    registry.long_tool("bulk_close_tickets", workflow=BulkCloseTickets, input=BulkCloseInput)
+    registry.add_activities(acts.open_tickets, acts.close_ticket)
+
+A module with ``register(registry, settings)`` adds tools of your own (``--tools my.module``).
 """
 
 from service._app import create_app
