@@ -2,8 +2,8 @@
 
 The low-level server is used rather than ``MCPServer`` because a longtools tool is a function of
 one pydantic input model (``MCPServer`` derives the schema from a function's parameters instead),
-and because later tools/call must also route to Temporal workflows. Everything on the wire
-(envelope, header ladder, error codes, requestState sealing) stays the SDK's.
+and because tools/call routes a long tool to its Temporal workflow (``_long.py``). Everything on the
+wire (envelope, header ladder, error codes, requestState sealing) stays the SDK's.
 """
 
 from __future__ import annotations
