@@ -121,6 +121,23 @@ def wait_for_line(
     raise RuntimeError(f"longtools did not start ({log_path.name}):\n{log_path.read_text()}")
 
 
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave with pytest's own status, skipping interpreter teardown: a process that used Temporal's
+    Rust core can abort while finalizing (temporalio/sdk-python#300, exit 134) after every test passed."""
+    if _exit_status:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status[0])
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """The main server under test, with the conformance fixtures on."""

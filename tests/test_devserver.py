@@ -224,3 +224,19 @@ async def test_the_server_dies_with_its_parent_even_on_sigkill(tmp_path: Path) -
             await parent.wait()
         if server_pid is not None and running(server_pid):
             os.kill(server_pid, signal.SIGKILL)
+
+
+def test_no_code_lets_the_sdk_download_a_temporal_server() -> None:
+    """The SDK's start helpers download a server when not given a path; here they must never be."""
+    root = Path(__file__).resolve().parent.parent
+    for path in [*root.glob("tests/*.py"), *root.glob("service/**/*.py")]:
+        text = path.read_text()
+        for helper, argument in (
+            ("start_local(", "dev_server_existing_path="),
+            ("start_time_skipping(", "test_server_existing_path="),
+        ):
+            for part in text.split(helper)[1:]:
+                call = part.split(")", 1)[0]
+                if '"' in call[:1]:  # the names quoted in this very test, not calls
+                    continue
+                assert argument in call, f"{path.name}: {helper} without {argument}"

@@ -1,7 +1,8 @@
 """Nothing is lost when processes die: Temporal, worker and API as separate real processes.
 
-- kill -9 of all three mid-flow, restart on the same data dir: every task finishes, answers given
-  before the crash are kept, no ticket is closed twice, tasks/get answers throughout;
+- kill -9 of all three mid-flow, restart on the same data dir: every task (and an MRTR exchange
+  between its rounds) finishes, answers given before the crash are kept, no ticket is closed
+  twice, tasks/get answers throughout;
 - with every worker stopped, tasks/get still shows a waiting task and tasks/update is accepted;
 - tasks/cancel during a long activity settles the task as cancelled within the heartbeat timeout.
 """
@@ -24,6 +25,7 @@ from tests.wire import post, result
 
 TASKS = "io.modelcontextprotocol/tasks"
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
+NO_TASKS: dict[str, Any] = {"elicitation": {"form": {}}}
 CONFIRM = {"action": "accept", "content": {"confirm": True, "reason": "Resolved"}}
 
 
@@ -127,8 +129,12 @@ def test_kill_9_of_temporal_worker_and_api_loses_nothing(cluster: Cluster) -> No
     cluster.start_all()
     waiting_tickets = cluster.tickets("acme", 2)
     working_tickets = cluster.tickets("globex", 2)
+    mrtr_tickets = cluster.tickets("initech", 1)
     waiting = cluster.tool("bulk_close_tickets", {"customer": "acme"})["taskId"]
     working = cluster.tool("bulk_close_tickets", {"customer": "globex"})["taskId"]
+    # A client without the tasks extension, between two MRTR rounds: all it holds is requestState.
+    mrtr_call = {"name": "bulk_close_tickets", "arguments": {"customer": "initech"}}
+    asked_mrtr = result(post(cluster.url, "tools/call", mrtr_call, caps=NO_TASKS))
     asked = cluster.until(waiting, _waiting)["inputRequests"]
     (key,) = cluster.until(working, _waiting)["inputRequests"]
     cluster.answer(working, {key: CONFIRM})  # given before the crash: must be kept
@@ -141,11 +147,24 @@ def test_kill_9_of_temporal_worker_and_api_loses_nothing(cluster: Cluster) -> No
     assert cluster.task(waiting)["inputRequests"] == asked
     (waiting_key,) = asked
     cluster.answer(waiting, {waiting_key: CONFIRM})
+    (mrtr_key,) = asked_mrtr["inputRequests"]
+    retry = {**mrtr_call, "requestState": asked_mrtr["requestState"], "inputResponses": {mrtr_key: CONFIRM}}
+    finished = result(post(cluster.url, "tools/call", retry, caps=NO_TASKS))
+    while finished["resultType"] == "input_required":  # still working: retry with the new state
+        finished = result(
+            post(
+                cluster.url,
+                "tools/call",
+                {**mrtr_call, "requestState": finished["requestState"]},
+                caps=NO_TASKS,
+            )
+        )
+    assert finished["structuredContent"]["closed"] == mrtr_tickets
     for task_id in (waiting, working):
         done = cluster.until(task_id, lambda t: t["status"] != "working" and not _waiting(t), within=60)
         assert done["status"] == "completed", done
         assert not done["result"]["isError"], done
-    for ticket in waiting_tickets + working_tickets:
+    for ticket in waiting_tickets + working_tickets + mrtr_tickets:
         assert cluster.closes(ticket) == 1, ticket
 
 
