@@ -26,6 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.helpdesk import HelpdeskActivities, TicketStore
+from tests.asking import AskRepeatedly
 from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
 from workflows.conformance import (
     ConfirmDelete,
@@ -42,6 +43,7 @@ from workflows.conformance import (
 from workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
 
 WORKFLOWS: list[type] = [
+    AskRepeatedly,
     BulkCloseTickets,
     ConfirmDelete,
     FailingJob,
@@ -202,4 +204,31 @@ async def test_bulk_close_tickets_cancelled_mid_close_replays_its_history(
     assert isinstance(failed.value.cause, CancelledError)
     after = store.get(ticket.id)
     assert after is not None and after.status == "open"
+    await _replay(await handle.fetch_history())
+
+
+async def test_ask_names_keys_uniquely_keeps_partial_answers_and_ignores_bad_ones(client: Client) -> None:
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[AskRepeatedly]):
+        handle = await client.start_workflow(AskRepeatedly.run, id=f"ask-{uuid.uuid4()}", task_queue=queue)
+
+        async def asking(*keys: str) -> None:
+            async def now() -> bool:
+                return await _asked(handle) == set(keys)
+
+            await _eventually(now)
+
+        await asking("input")
+        await handle.signal(ANSWER_SIGNAL, {"input": _accept(on=True), "unknown": {"action": "accept"}})
+        await asking("input-2")  # the same name asked again gets a new key: keys are never reused
+        # An answer to an answered key and a malformed one are both ignored; the question stays.
+        await handle.signal(ANSWER_SIGNAL, {"input": {"action": "decline"}, "input-2": {"action": "maybe"}})
+        await handle.signal(ANSWER_SIGNAL, {"input-2": {"action": "decline"}})
+        await asking("input-3", "poem")
+        poem = {"role": "assistant", "content": {"type": "text", "text": "Roses"}, "model": "m"}
+        await handle.signal(ANSWER_SIGNAL, {"poem": poem})
+        await asking("input-3")  # a partial answer: only the rest is still outstanding
+        await handle.signal(ANSWER_SIGNAL, {"input-3": {"action": "cancel"}})
+        async with asyncio.timeout(20):
+            assert await handle.result() == ["accept", "decline", "cancel", "Roses"]
     await _replay(await handle.fetch_history())

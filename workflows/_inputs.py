@@ -24,6 +24,11 @@ from mcp_types import (
 )
 from pydantic import BaseModel
 
+# pydantic finishes SamplingMessage lazily, on its first use, by resolving a forward reference.
+# Inside Temporal's workflow sandbox that resolution fails ("not fully defined"), so finish it
+# here, when the worker imports this module normally; in the sandbox it is then already complete.
+SamplingMessage.model_rebuild()
+
 InputRequest = ElicitRequest | CreateMessageRequest | ListRootsRequest
 """What a handler may ask the client for in one round (spec: exactly these three kinds)."""
 

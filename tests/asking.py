@@ -1,0 +1,28 @@
+"""A workflow that exercises ``ask()`` itself (key naming, partial and bad answers); for tests only."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from mcp_types import CreateMessageResult, ElicitResult, TextContent
+
+    from workflows import ask, elicit, sample
+
+
+class Flag(BaseModel):
+    on: bool
+
+
+@workflow.defn(name="tests.ask_repeatedly")
+class AskRepeatedly:
+    @workflow.run
+    async def run(self) -> list[str]:
+        first = await ask(elicit("First?", Flag))
+        second = await ask(elicit("Second?", Flag))
+        both = await ask({"input": elicit("Third?", Flag), "poem": sample("A poem, please")})
+        third, poem = both["input"], both["poem"]
+        assert isinstance(third, ElicitResult) and isinstance(poem, CreateMessageResult)
+        text = poem.content.text if isinstance(poem.content, TextContent) else ""
+        return [first.action, second.action, third.action, text]
