@@ -255,9 +255,7 @@ def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[st
         )
     except ValidationError as exc:
         detail = "; ".join(err["msg"] for err in exc.errors()[:3])
-        raise AnswerRejected(
-            f"inputResponses[{key!r}] does not answer a {method} request: {detail}"
-        ) from None
+        raise AnswerRejected(f"inputResponses[{key!r}] is not an answer to {method}: {detail}") from None
     except jsonschema.ValidationError as exc:
         raise AnswerRejected(
             f"inputResponses[{key!r}] does not fit the requested form: {exc.message}"
