@@ -48,15 +48,34 @@ from workflows import InputRequest
 log = structlog.get_logger("longtools.long")
 
 _STATE_PREFIX = "longtools-task:"
+_MAX_TASK_ID = 200
 _requests_adapter: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
 
 
 class TaskParams(RequestParams):
-    task_id: str = Field(alias="taskId", min_length=1, max_length=200)
+    # Typed loosely on purpose: the SDK answers a params model's own validation error with a bare
+    # "Invalid request parameters"; checked in _view instead, the error says what is wrong (and the
+    # capability check comes first, as the extension asks).
+    task_id: Any = Field(None, alias="taskId")
+
+    def checked_task_id(self) -> str:
+        if not isinstance(self.task_id, str) or not 0 < len(self.task_id) <= _MAX_TASK_ID:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"params.taskId must be a string of 1 to {_MAX_TASK_ID} characters",
+            )
+        return self.task_id
 
 
 class UpdateTaskParams(TaskParams):
-    input_responses: dict[str, Any] = Field(alias="inputResponses")
+    input_responses: Any = Field(None, alias="inputResponses")
+
+    def checked_responses(self) -> dict[str, Any]:
+        if not isinstance(self.input_responses, dict):
+            raise MCPError(
+                code=INVALID_PARAMS, message="params.inputResponses must be an object of answers by key"
+            )
+        return self.input_responses
 
 
 class _Continuation(BaseModel):
@@ -196,11 +215,12 @@ class LongTools:
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> dict[str, Any]:
         view = await self._view(ctx, params)
+        responses = params.checked_responses()
         if view.status != "input_required":
             return {}
         try:
             async with _temporal_errors("tasks/update"):
-                delivered = set(await self._tasks.answer(view, params.input_responses))
+                delivered = set(await self._tasks.answer(view, responses))
                 if delivered:
                     # The signal is durable now. Wait briefly for the workflow to take the answers, so
                     # a tasks/get right after this ack no longer lists them (with no worker running
@@ -226,17 +246,18 @@ class LongTools:
     async def _view(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> TaskView:
         if not declares_tasks(ctx.session.client_capabilities):
             raise missing_tasks_extension()
+        task_id = params.checked_task_id()
         headers = getattr(ctx.request, "headers", None)
         named = headers.get("mcp-name") if headers is not None else None
         # SEP-2663: tasks/* carry the task id in Mcp-Name (the SDK checks it only for core methods).
         # A header that disagrees with the body is refused: a proxy may have routed or authorized on
         # it. An absent one is tolerated, as a routing hint the server itself does not need:
         # fastmcp 4.1.4's tasks client never sends it.
-        if named is not None and decode_header_value(named) != params.task_id:
+        if named is not None and decode_header_value(named) != task_id:
             raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")
         try:
             async with _temporal_errors(ctx.method):
-                return await self._tasks.get(params.task_id, principal_of(ctx))
+                return await self._tasks.get(task_id, principal_of(ctx))
         except TaskNotFound as exc:
             raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
 

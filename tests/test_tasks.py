@@ -233,3 +233,21 @@ def test_a_round_is_held_open_past_the_sse_switch_until_the_work_is_done(mcp_url
     done = result(response)
     assert done["resultType"] == "complete"
     assert done["content"] == [{"type": "text", "text": "Computed result in 17s"}]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "message"),
+    [
+        ("tasks/get", {}, "params.taskId must be a string of 1 to 200 characters"),
+        ("tasks/get", {"taskId": 5}, "params.taskId must be a string of 1 to 200 characters"),
+        ("tasks/cancel", {"taskId": "x" * 201}, "params.taskId must be a string of 1 to 200 characters"),
+        ("tasks/update", {"taskId": "x"}, "params.inputResponses must be an object of answers by key"),
+    ],
+)
+def test_malformed_tasks_params_get_an_error_that_says_what_is_wrong(
+    mcp_url: str, method: str, params: dict[str, Any], message: str
+) -> None:
+    if method == "tasks/update":
+        params = {**params, "taskId": start(mcp_url, "confirm_delete", {"filename": "z"})["taskId"]}
+    refused = error(post(mcp_url, method, params, caps=TASK_CAPS, headers={"mcp-name": None}), 400)
+    assert refused == {"code": -32602, "message": message}
