@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -10,10 +11,12 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from service._devserver import start_dev_server
 from tests.conftest import URL_LINE, Served, spawn, start_server, wait_for_line
 from tests.wire import error, post, result
 
@@ -231,3 +234,23 @@ def test_help_names_the_environment_variables(command: str) -> None:
     shown = _run(command, "--help").stdout
     assert "LONGTOOLS_DATA_DIR" in shown and "LONGTOOLS_TEMPORAL_ADDRESS" in shown
     assert "--temporal-namespace" in shown and "--task-queue" in shown and "--tools MODULE" in shown
+
+
+def test_serve_with_a_temporal_address_uses_that_temporal_and_starts_none(tmp_path: Path) -> None:
+    temporal = asyncio.run(start_dev_server(tmp_path / "elsewhere" / "temporal.db"))
+    try:
+        served = start_server(tmp_path, "--conformance-fixtures", "--temporal-address", temporal.address)
+        try:
+            caps: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+            created = result(
+                post(
+                    served.url, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}}, caps=caps
+                )
+            )
+            assert created["resultType"] == "task"
+        finally:
+            served.stop()
+        assert not (tmp_path / "data" / "temporal.db").exists()
+        assert '"temporal_started"' not in served.log_text()
+    finally:
+        temporal.stop()
