@@ -16,7 +16,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from activities.helpdesk import CloseReason, HelpdeskActivities, Ticket, TicketStore
+from activities.helpdesk import CloseReason, HelpdeskActivities, HistoryEntry, Ticket, TicketStore
 from service._registry import Registry, ToolError, ToolReturn
 from service._round import Round
 from service._settings import Settings
@@ -58,12 +58,6 @@ class ReasonForm(BaseModel):
     reason: CloseReason = Field(description="Why the ticket is closed.")
 
 
-class HistoryView(_Wire):
-    at: str
-    event: Literal["created", "closed"]
-    detail: str
-
-
 class TicketView(_Wire):
     ticket_id: str
     title: str
@@ -71,7 +65,7 @@ class TicketView(_Wire):
     status: Literal["open", "closed"]
     close_reason: CloseReason | None
     created_at: str
-    history: list[HistoryView]
+    history: list[HistoryEntry]
     """Every state change, oldest first."""
 
 
@@ -83,7 +77,7 @@ def _view(ticket: Ticket) -> TicketView:
         status=ticket.status,
         close_reason=ticket.close_reason,
         created_at=ticket.created_at,
-        history=[HistoryView(at=h.at, event=h.event, detail=h.detail) for h in ticket.history],
+        history=ticket.history,
     )
 
 
