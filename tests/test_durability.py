@@ -21,7 +21,7 @@ import pytest
 
 from service._devserver import DevServer, start_dev_server
 from tests.conftest import Served, start_server, start_worker
-from tests.wire import post, result
+from tests.wire import get_task, post, result, wait_for_task
 
 TASKS = "io.modelcontextprotocol/tasks"
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
@@ -85,7 +85,7 @@ class Cluster:
         return result(post(self.url, "tools/call", {"name": name, "arguments": arguments}, caps=caps))
 
     def task(self, task_id: str) -> dict[str, Any]:
-        return result(post(self.url, "tasks/get", {"taskId": task_id}, caps=CAPS))
+        return get_task(self.url, task_id)
 
     def answer(self, task_id: str, responses: dict[str, Any]) -> None:
         result(post(self.url, "tasks/update", {"taskId": task_id, "inputResponses": responses}, caps=CAPS))
@@ -93,13 +93,7 @@ class Cluster:
     def until(
         self, task_id: str, ready: Callable[[dict[str, Any]], bool], within: float = 30
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + within
-        while True:
-            task = self.task(task_id)
-            if ready(task):
-                return task
-            assert time.monotonic() < deadline, f"task never got there: {task}"
-            time.sleep(0.05)
+        return wait_for_task(self.url, task_id, ready, within)
 
     def tickets(self, customer: str, count: int) -> list[str]:
         made = [
@@ -211,25 +205,17 @@ def test_cancel_during_a_long_activity_stops_it_within_the_heartbeat_timeout(tmp
         )
         task_id = created["taskId"]
 
-        def task() -> dict[str, Any]:
-            return result(post(url, "tasks/get", {"taskId": task_id}, caps=CAPS))
-
-        deadline = time.monotonic() + 20
-        while not _waiting(current := task()):
-            assert time.monotonic() < deadline, current
-            time.sleep(0.05)
+        deadline = time.monotonic() + 20  # one budget for both waits below
+        current = wait_for_task(url, task_id, _waiting, within=20)
         (key,) = current["inputRequests"]
         result(post(url, "tasks/update", {"taskId": task_id, "inputResponses": {key: CONFIRM}}, caps=CAPS))
-        while "Clos" not in (current := task()).get("statusMessage", ""):
-            assert time.monotonic() < deadline, current
-            time.sleep(0.05)
+        closing = deadline - time.monotonic()
+        wait_for_task(url, task_id, lambda t: "Clos" in t.get("statusMessage", ""), within=closing)
         time.sleep(0.5)  # let the activity get well into its 60 s of work
 
         cancelled_at = time.monotonic()
         result(post(url, "tasks/cancel", {"taskId": task_id}, caps=CAPS))
-        while (current := task())["status"] == "working":
-            assert time.monotonic() - cancelled_at < 10, current
-            time.sleep(0.05)
+        current = wait_for_task(url, task_id, lambda t: t["status"] != "working", within=10)
         took = time.monotonic() - cancelled_at
         assert current["status"] == "cancelled"
         # WAIT_CANCELLATION_COMPLETED: "cancelled" means the activity itself acknowledged and stopped,

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.helpdesk import CloseReason, CloseTicketRequest, HelpdeskActivities, TicketStore
 from tests.conftest import Served
-from tests.wire import post, result
+from tests.wire import post, result, wait_for_task
 
 TASKS = "io.modelcontextprotocol/tasks"
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
@@ -73,18 +71,6 @@ def _answer(url: str, ticket_id: str, state: str, response: dict[str, Any]) -> d
 
 def _reason(value: str) -> dict[str, Any]:
     return {"action": "accept", "content": {"reason": value}}
-
-
-def _until(
-    probe: Callable[[], dict[str, Any]], ready: Callable[[dict[str, Any]], bool], within: float = 30
-) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while True:
-        seen = probe()
-        if ready(seen):
-            return seen
-        assert time.monotonic() < deadline, f"never got there: {seen}"
-        time.sleep(0.05)
 
 
 # Quick tools over the wire ---------------------------------------------------------------------
@@ -187,10 +173,7 @@ def test_bulk_close_asks_once_then_closes_each_open_ticket_as_a_task(server: Ser
     assert started["resultType"] == "task"
     task_id = started["taskId"]
 
-    def task() -> dict[str, Any]:
-        return result(post(url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS))
-
-    waiting = _until(task, lambda t: t["status"] == "input_required")
+    waiting = wait_for_task(url, task_id, lambda t: t["status"] == "input_required")
     ((key, question),) = waiting["inputRequests"].items()
     assert question["params"]["message"] == f"Close 2 tickets for {customer}?"
     form = question["params"]["requestedSchema"]["properties"]
@@ -206,7 +189,7 @@ def test_bulk_close_asks_once_then_closes_each_open_ticket_as_a_task(server: Ser
     _answer(url, second, _ask_reason(url, second), _reason("Cancelled"))
     answer = {key: {"action": "accept", "content": {"confirm": True, "reason": "Duplicate"}}}
     result(post(url, "tasks/update", {"taskId": task_id, "inputResponses": answer}, caps=TASK_CAPS))
-    done = _until(task, lambda t: t["status"] not in ("working", "input_required"))
+    done = wait_for_task(url, task_id, lambda t: t["status"] not in ("working", "input_required"))
 
     assert done["status"] == "completed", done
     assert done["result"]["structuredContent"] == {

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import Served, start_server
-from tests.wire import error, is_sse, post, result
+from tests.wire import error, get_task, is_sse, post, result, wait_for_task
 
 TASKS = "io.modelcontextprotocol/tasks"
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
@@ -25,22 +25,6 @@ _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
 def call(url: str, tool: str, arguments: dict[str, Any], caps: dict[str, Any] = TASK_CAPS) -> httpx.Response:
     return post(url, "tools/call", {"name": tool, "arguments": arguments}, caps=caps)
-
-
-def get(url: str, task_id: str) -> dict[str, Any]:
-    return result(post(url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS))
-
-
-def until(
-    url: str, task_id: str, ready: Callable[[dict[str, Any]], bool], within: float = 20
-) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while True:
-        task = get(url, task_id)
-        if ready(task):
-            return task
-        assert time.monotonic() < deadline, f"task never got there: {task}"
-        time.sleep(0.05)
 
 
 def start(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -72,10 +56,10 @@ def test_a_declaring_client_gets_a_flat_task_that_is_durable_at_once(mcp_url: st
     assert isinstance(created["pollIntervalMs"], int) and created["pollIntervalMs"] > 0
     assert _ISO.match(created["createdAt"]) and _ISO.match(created["lastUpdatedAt"])
     # Durable before the answer: the very next tasks/get finds it.
-    first = get(mcp_url, created["taskId"])
+    first = get_task(mcp_url, created["taskId"])
     assert first["resultType"] == "complete" and first["taskId"] == created["taskId"]
     assert first["status"] in ("working", "completed")
-    done = until(mcp_url, created["taskId"], lambda t: t["status"] == "completed")
+    done = wait_for_task(mcp_url, created["taskId"], lambda t: t["status"] == "completed")
     assert done["result"]["content"] == [{"type": "text", "text": "Computed wire in 0.5s"}]
     assert done["result"]["isError"] is False
     assert "error" not in done and "inputRequests" not in done and "requestState" not in done
@@ -83,7 +67,7 @@ def test_a_declaring_client_gets_a_flat_task_that_is_durable_at_once(mcp_url: st
 
 def test_input_mid_task_partial_answers_unknown_keys_and_a_bad_answer(mcp_url: str) -> None:
     task_id = start(mcp_url, "multi_input", {})["taskId"]
-    waiting = until(mcp_url, task_id, lambda t: t["status"] == "input_required")
+    waiting = wait_for_task(mcp_url, task_id, lambda t: t["status"] == "input_required")
     assert set(waiting["inputRequests"]) == {"first", "second"}
     assert waiting["inputRequests"]["first"]["method"] == "elicitation/create"
 
@@ -93,18 +77,18 @@ def test_input_mid_task_partial_answers_unknown_keys_and_a_bad_answer(mcp_url: s
     # An answer that does not fit the form is refused with the reason, and nothing is taken.
     bad = error(update({"first": {"action": "accept", "content": {"confirm": "maybe"}}}), 400)
     assert bad["code"] == -32602 and "first" in bad["message"]
-    assert set(get(mcp_url, task_id)["inputRequests"]) == {"first", "second"}
+    assert set(get_task(mcp_url, task_id)["inputRequests"]) == {"first", "second"}
     # A partial answer (plus an unknown key, ignored) is acked with an empty result...
     ack = result(update({"first": {"action": "accept", "content": {"confirm": True}}, "nope": {"x": 1}}))
     assert ack == {"resultType": "complete", "_meta": ack["_meta"]}
     # ...and a tasks/get right after the ack lists only what is still outstanding.
-    after = get(mcp_url, task_id)
+    after = get_task(mcp_url, task_id)
     assert after["status"] == "input_required" and set(after["inputRequests"]) == {"second"}
     # Answering an answered key again changes nothing.
     result(
         update({"first": {"action": "decline"}, "second": {"action": "accept", "content": {"name": "Ada"}}})
     )
-    done = until(mcp_url, task_id, lambda t: t["status"] == "completed")
+    done = wait_for_task(mcp_url, task_id, lambda t: t["status"] == "completed")
     text = done["result"]["content"][0]["text"]
     assert '"confirm":true' in text and '"name":"Ada"' in text
 
@@ -112,10 +96,10 @@ def test_input_mid_task_partial_answers_unknown_keys_and_a_bad_answer(mcp_url: s
 def test_tool_errors_complete_and_protocol_errors_fail(mcp_url: str) -> None:
     failing = start(mcp_url, "failing_job", {})["taskId"]
     broken = start(mcp_url, "protocol_error_job", {})["taskId"]
-    tool_error = until(mcp_url, failing, lambda t: t["status"] != "working")
+    tool_error = wait_for_task(mcp_url, failing, lambda t: t["status"] != "working")
     assert tool_error["status"] == "completed" and tool_error["result"]["isError"] is True
     assert tool_error["result"]["content"][0]["text"] == "This job failed on purpose"
-    failed = until(mcp_url, broken, lambda t: t["status"] != "working")
+    failed = wait_for_task(mcp_url, broken, lambda t: t["status"] != "working")
     assert failed["status"] == "failed" and "result" not in failed
     assert failed["error"] == {"code": -32603, "message": "The job hit an internal error on purpose"}
 
@@ -124,11 +108,11 @@ def test_cancel_is_acked_and_a_terminal_task_stays_terminal(mcp_url: str) -> Non
     task_id = start(mcp_url, "slow_compute", {"seconds": 600})["taskId"]
     ack = result(post(mcp_url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS))
     assert {key for key in ack if key != "_meta"} == {"resultType"}
-    assert until(mcp_url, task_id, lambda t: t["status"] != "working")["status"] == "cancelled"
+    assert wait_for_task(mcp_url, task_id, lambda t: t["status"] != "working")["status"] == "cancelled"
     done_id = start(mcp_url, "slow_compute", {"seconds": 0})["taskId"]
-    until(mcp_url, done_id, lambda t: t["status"] == "completed")
+    wait_for_task(mcp_url, done_id, lambda t: t["status"] == "completed")
     result(post(mcp_url, "tasks/cancel", {"taskId": done_id}, caps=TASK_CAPS))
-    assert get(mcp_url, done_id)["status"] == "completed"
+    assert get_task(mcp_url, done_id)["status"] == "completed"
 
 
 @pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
@@ -217,7 +201,7 @@ def test_a_round_that_runs_out_of_time_returns_state_only_and_the_retry_finishes
 
 def test_an_expired_task_is_gone(impatient: Served) -> None:
     task_id = start(impatient.url, "slow_compute", {"seconds": 0})["taskId"]
-    until(impatient.url, task_id, lambda t: t["status"] == "completed")
+    wait_for_task(impatient.url, task_id, lambda t: t["status"] == "completed")
     deadline = time.monotonic() + 10
     while (gone := post(impatient.url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS)).status_code == 200:
         assert time.monotonic() < deadline

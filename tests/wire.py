@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 VERSION = "2026-07-28"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
 _ids = itertools.count(1)
 
@@ -84,3 +87,22 @@ def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
         if line.startswith("data: "):
             messages.append(json.loads(line.removeprefix("data: ")))
     return messages
+
+
+def get_task(url: str, task_id: str) -> dict[str, Any]:
+    """``tasks/get`` from a client that declares the tasks extension."""
+    return result(post(url, "tasks/get", {"taskId": task_id}, caps={"extensions": {TASKS_EXTENSION: {}}}))
+
+
+def wait_for_task(
+    url: str, task_id: str, ready: Callable[[dict[str, Any]], bool], within: float = 30
+) -> dict[str, Any]:
+    """Poll ``tasks/get`` until ``ready(task)``, bounded by ``within`` seconds (the state lives in
+    Temporal, so there is no event to wait on)."""
+    deadline = time.monotonic() + within
+    while True:
+        task = get_task(url, task_id)
+        if ready(task):
+            return task
+        assert time.monotonic() < deadline, f"task never got there: {task}"
+        time.sleep(0.05)
