@@ -6,6 +6,7 @@ import base64
 import binascii
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlparse
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -91,6 +92,50 @@ class Settings(BaseSettings):
     helpdesk_work_s: float = Field(
         1.0, ge=0, description="Seconds of (simulated) backend work per ticket in bulk_close_tickets."
     )
+    auth_tokens: SecretStr | None = Field(
+        None,
+        description="Static bearer tokens, comma-separated `token=principal` entries (small deployments "
+        "and tests). Setting this or any jwt_* setting turns authentication on.",
+    )
+    jwt_issuer: str | None = Field(None, description="Required `iss` of JWT bearer tokens.")
+    jwt_audience: str | None = Field(
+        None, description="Required `aud` of JWT bearer tokens (default: resource_url, when set)."
+    )
+    jwt_secret: SecretStr | None = Field(None, description="HS256 secret for JWT bearer tokens.")
+    jwt_jwks: str | None = Field(
+        None,
+        description="RS256/ES256 public keys for JWT bearer tokens: a JWKS file path or an https:// URL "
+        "(fetched when a token names an unknown key, at most once a minute).",
+    )
+    no_auth: bool = Field(
+        False,
+        description="Serve without authentication: every caller is one principal. `serve` on a loopback "
+        "address does this by default (with a warning); anything else must ask for it.",
+    )
+    resource_url: str | None = Field(
+        None,
+        description="Public URL of the MCP endpoint (e.g. https://mcp.example.com/mcp), for OAuth "
+        "Protected Resource Metadata; unset: derived from each request's Host.",
+    )
+    authorization_servers: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Authorization server issuer URLs listed in the Protected Resource Metadata, "
+        "comma-separated (default: jwt_issuer).",
+    )
+    idempotency_ttl_s: float = Field(
+        86_400.0,
+        gt=0,
+        description="Seconds an idempotency key (and a used requestState) is remembered.",
+    )
+    max_rounds: int = Field(20, ge=1, description="Most MRTR rounds one exchange may take.")
+    max_input_responses: int = Field(32, ge=1, description="Most answers one request may carry.")
+    worker_metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Port on which a standalone `worker` serves Prometheus /metrics (unset: none; the "
+        "API serves /metrics on its own port).",
+    )
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="'json' lines, 'console' for people, 'auto' picks console on a terminal."
     )
@@ -98,12 +143,12 @@ class Settings(BaseSettings):
         "info", description="Lowest level logged."
     )
 
-    @field_validator("allowed_hosts", "allowed_origins", "tools", mode="before")
+    @field_validator("allowed_hosts", "allowed_origins", "tools", "authorization_servers", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
         return _split_commas(value)
 
-    @field_validator("state_keys", mode="before")
+    @field_validator("state_keys", "auth_tokens", "jwt_secret", "jwt_jwks", "jwt_issuer", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
@@ -114,6 +159,29 @@ class Settings(BaseSettings):
         if value is not None:
             decode_state_keys(value.get_secret_value())
         return value
+
+    @field_validator("auth_tokens")
+    @classmethod
+    def _check_tokens(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_static_tokens(value.get_secret_value())
+        return value
+
+    @field_validator("jwt_jwks")
+    @classmethod
+    def _check_jwks(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("http://") and not _loopback_url(value):
+            raise ValueError(
+                "LONGTOOLS_JWT_JWKS must be an https:// URL or a file path (http:// only on loopback)"
+            )
+        return value
+
+    @property
+    def auth_configured(self) -> bool:
+        """Whether any token or JWT setting is given (authentication is then on)."""
+        return any(
+            value is not None for value in (self.auth_tokens, self.jwt_issuer, self.jwt_secret, self.jwt_jwks)
+        )
 
     def state_key_ring(self) -> list[bytes] | None:
         """The decoded key ring, or None when no keys are configured."""
@@ -142,3 +210,25 @@ def decode_state_keys(raw: str) -> list[bytes]:
     if len(set(keys)) != len(keys):
         raise ValueError("LONGTOOLS_STATE_KEYS lists the same key twice")
     return keys
+
+
+def parse_static_tokens(raw: str) -> dict[str, str]:
+    """Decode ``LONGTOOLS_AUTH_TOKENS`` into {token: principal}; a ValueError never names a token."""
+    tokens: dict[str, str] = {}
+    for index, entry in enumerate(part.strip() for part in raw.split(",") if part.strip()):
+        token, sep, principal = entry.partition("=")
+        token, principal = token.strip(), principal.strip()
+        if not sep or not token or not principal:
+            raise ValueError(f"LONGTOOLS_AUTH_TOKENS entry {index} is not `token=principal`")
+        if len(token) < 16:
+            raise ValueError(f"LONGTOOLS_AUTH_TOKENS entry {index}: a token needs at least 16 characters")
+        if token in tokens:
+            raise ValueError(f"LONGTOOLS_AUTH_TOKENS entry {index} repeats a token")
+        tokens[token] = principal
+    if not tokens:
+        raise ValueError("LONGTOOLS_AUTH_TOKENS is set but empty")
+    return tokens
+
+
+def _loopback_url(url: str) -> bool:
+    return urlparse(url).hostname in ("127.0.0.1", "localhost", "::1")
