@@ -19,9 +19,12 @@ A long tool is a Temporal workflow (see ``workflows``) registered in one line::
     registry.add_activities(acts.open_tickets, acts.close_ticket)
 
 A module with ``register(registry, settings)`` adds tools of your own (``--tools my.module``).
+A tool may pass ``authorize=check``: ``async def check(caller: Caller, args) -> bool`` runs on
+every round of every call, so a permission withdrawn between rounds stops the call.
 """
 
 from service._app import create_app
+from service._auth import Authorize, Caller
 from service._registry import (
     Prompt,
     Registry,
@@ -36,6 +39,8 @@ from service._settings import Settings
 from workflows._inputs import Elicited, InputRequest, elicit, list_roots, sample
 
 __all__ = [
+    "Authorize",
+    "Caller",
     "Elicited",
     "InputRequest",
     "Prompt",

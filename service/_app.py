@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError
@@ -10,21 +10,27 @@ from importlib.metadata import version as package_version
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
+from starlette.types import ASGIApp
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from service._auth import RequireBearer, protected_resource_metadata
 from service._http import McpGate
 from service._mcp import build_server
 from service._registry import Registry
 from service._settings import Settings
 from service._tasks import Tasks
 from service._temporal import connect, unreachable
+from service._tokens import BearerVerifier
 from service.tools import default_registry
 
 _LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
+_PRM_PATH = "/.well-known/oauth-protected-resource"  # RFC 9728; also served with the /mcp suffix
 _LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
 
@@ -43,6 +49,7 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
     """
     registry = registry if registry is not None else default_registry(settings)
     temporal: list[Client] = []
+    closers: list[Callable[[], Awaitable[None]]] = []
 
     def client() -> Client:
         return temporal[0]
@@ -67,6 +74,8 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
             app.state.ready = True
             yield
             app.state.ready = False
+        for close in closers:
+            await close()
 
     app = FastAPI(title="longtools", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ready = False
@@ -85,6 +94,16 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
             return JSONResponse({"status": "temporal unavailable"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    gate = McpGate(manager.handle_request, security, max_body_bytes=settings.max_body_bytes)
+    endpoint: ASGIApp = manager.handle_request
+    if settings.auth_configured:
+        verifier = BearerVerifier(settings)
+        endpoint = AuthenticationMiddleware(
+            RequireBearer(endpoint, settings), backend=BearerAuthBackend(verifier)
+        )
+        metadata = protected_resource_metadata(settings)
+        for path in (_PRM_PATH, _PRM_PATH + "/mcp"):
+            app.router.routes.append(Route(path, endpoint=metadata, methods=["GET"]))
+        closers.append(verifier.aclose)
+    gate = McpGate(endpoint, security, max_body_bytes=settings.max_body_bytes)
     app.router.routes.append(Route("/mcp", endpoint=gate))
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import ipaddress
 import os
 import secrets
 import signal
@@ -17,6 +18,7 @@ from typing import Annotated, Any, NoReturn
 import structlog
 import typer
 import uvicorn
+from fastapi import FastAPI
 from pydantic import ValidationError
 from temporalio.worker import Worker
 
@@ -26,6 +28,7 @@ from service._logging import configure_logging
 from service._registry import Registry
 from service._settings import Settings
 from service._temporal import build_worker, connect
+from service._tokens import AuthConfigError
 from service.tools import ToolModuleError, default_registry
 
 cli = typer.Typer(
@@ -72,6 +75,15 @@ _AddressOpt = Annotated[
     str | None,
     typer.Option(help="Temporal frontend host:port [env LONGTOOLS_TEMPORAL_ADDRESS]."),
 ]
+_NoAuthOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--no-auth",
+        help="Serve without authentication (every caller is one principal) [env LONGTOOLS_NO_AUTH]. "
+        "The default for `serve` on a loopback address when no token or JWT setting is given.",
+        show_default=False,
+    ),
+]
 _NamespaceOpt = Annotated[str | None, typer.Option(help="Temporal namespace [default 'default'].")]
 _QueueOpt = Annotated[
     str | None, typer.Option(help="Temporal task queue of the long tools [default 'longtools'].")
@@ -91,6 +103,35 @@ def _settings(**overrides: Any) -> Settings:
     return settings
 
 
+def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:
+    """Authentication is on with any token or JWT setting; off only when asked (or by `serve` on loopback)."""
+    if settings.auth_configured:
+        if settings.no_auth:
+            _fail("--no-auth contradicts the token/JWT settings given; drop one of them")
+        return settings
+    if not settings.no_auth:
+        if not (loopback_default and _is_loopback(settings.host)):
+            _fail(
+                "authentication is not configured: set LONGTOOLS_AUTH_TOKENS (token=principal,...) or "
+                "LONGTOOLS_JWT_SECRET / LONGTOOLS_JWT_JWKS, or pass --no-auth to serve everyone as one user"
+            )
+        settings = settings.model_copy(update={"no_auth": True})
+    log.warning(
+        "auth_off",
+        detail="serving without authentication: every caller is the same user and can see every task",
+    )
+    return settings
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _registry(settings: Settings) -> Registry:
     try:
         return default_registry(settings)
@@ -101,9 +142,21 @@ def _registry(settings: Settings) -> Registry:
 def _launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bool) -> NoReturn:
     """What every command does with its options: settings, tools, socket, then run until stopped."""
     settings = _settings(**options)
+    if listen:
+        settings = _auth_mode(settings, loopback_default=embedded)
     registry = _registry(settings)
     sock = _listen(settings) if listen else None
-    raise typer.Exit(asyncio.run(_run(settings, registry, sock=sock, worker=worker, embedded=embedded)))
+    app = _app(settings, registry) if listen else None
+    raise typer.Exit(
+        asyncio.run(_run(settings, registry, app=app, sock=sock, worker=worker, embedded=embedded))
+    )
+
+
+def _app(settings: Settings, registry: Registry) -> FastAPI:
+    try:
+        return create_app(settings, registry)
+    except AuthConfigError as exc:
+        _fail(str(exc))
 
 
 @cli.command()
@@ -117,6 +170,7 @@ def serve(
     temporal_address: _AddressOpt = None,
     temporal_namespace: _NamespaceOpt = None,
     task_queue: _QueueOpt = None,
+    no_auth: _NoAuthOpt = None,
 ) -> None:
     """Run everything (Temporal, a worker, the API) until Ctrl-C or SIGTERM; prints the MCP URL when ready.
 
@@ -137,6 +191,7 @@ def api(
     temporal_address: _AddressOpt = None,
     temporal_namespace: _NamespaceOpt = None,
     task_queue: _QueueOpt = None,
+    no_auth: _NoAuthOpt = None,
 ) -> None:
     """Run only the MCP API (stateless; run as many as you like) against an existing Temporal."""
     _launch(dict(locals()), listen=True, worker=False, embedded=False)
@@ -185,17 +240,29 @@ def _listen(settings: Settings) -> socket.socket:
 
 
 async def _run(
-    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
+    settings: Settings,
+    registry: Registry,
+    *,
+    app: FastAPI | None,
+    sock: socket.socket | None,
+    worker: bool,
+    embedded: bool,
 ) -> int:
     """Start what this command runs, in order (Temporal, worker, API), then stop it in reverse."""
-    code = await _run_parts(settings, registry, sock=sock, worker=worker, embedded=embedded)
+    code = await _run_parts(settings, registry, app=app, sock=sock, worker=worker, embedded=embedded)
     if code == 0:
         log.info("stopped")
     return code
 
 
 async def _run_parts(
-    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
+    settings: Settings,
+    registry: Registry,
+    *,
+    app: FastAPI | None,
+    sock: socket.socket | None,
+    worker: bool,
+    embedded: bool,
 ) -> int:
     async with contextlib.AsyncExitStack() as stack:
         if sock is not None:
@@ -209,11 +276,9 @@ async def _run_parts(
             stack.callback(dev.stop)
             settings = settings.model_copy(update={"temporal_address": dev.address})
             log.info("temporal_started", address=dev.address, db=str(settings.data_dir / "temporal.db"))
-        if worker and not (registry.workflows or registry.activities):
-            if sock is None:
-                typer.echo("longtools: no long tools are configured; a worker has nothing to run", err=True)
-                return 2
-            worker = False  # quick tools only: nothing for a worker to do
+        if worker and sock is None and not any(tool.workflow for tool in registry.tools.values()):
+            typer.echo("longtools: no long tools are configured; a worker has nothing to run", err=True)
+            return 2
         worker_task: asyncio.Task[None] | None = None
         if worker:
             try:
@@ -227,7 +292,8 @@ async def _run_parts(
             worker_task = asyncio.create_task(running.run())
             stack.push_async_callback(_stop_worker, running, worker_task)
         if sock is not None:
-            return await _serve(_uvicorn(settings, registry), sock, settings.host)
+            assert app is not None
+            return await _serve(_uvicorn(settings, app), sock, settings.host)
         assert worker_task is not None
         print(  # noqa: T201
             f"longtools worker polling task queue {settings.task_queue!r} at {settings.temporal_address}",
@@ -260,10 +326,10 @@ async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
         log.error("worker_failed", error=str(exc))
 
 
-def _uvicorn(settings: Settings, registry: Registry) -> _Server:
+def _uvicorn(settings: Settings, app: FastAPI) -> _Server:
     return _Server(
         uvicorn.Config(
-            create_app(settings, registry),
+            app,
             host=settings.host,
             port=settings.port,
             log_config=None,

@@ -38,8 +38,9 @@ from temporalio.service import RPCError
 
 from service._auth import principal_of
 from service._logging import request_info
+from service._once import args_digest, derive_id, key_reused
 from service._registry import Tool, tool_error_result
-from service._round import Round
+from service._round import Round, rounds_exceeded
 from service._settings import Settings
 from service._tasks import TASKS_EXTENSION, TERMINAL, AnswerRejected, TaskNotFound, Tasks, TaskView
 from service._temporal import unreachable
@@ -84,6 +85,8 @@ class _Continuation(BaseModel):
     task: str
     sent: list[str] = []
     """Question keys whose answers were already delivered to the workflow."""
+    rounds: int = 0
+    """Rounds that asked questions so far ("not yet" rounds of a long wait are not counted)."""
 
 
 def declares_tasks(caps: ClientCapabilities | None) -> bool:
@@ -99,7 +102,7 @@ def missing_tasks_extension() -> MCPError:
 
 
 @asynccontextmanager
-async def _temporal_errors(what: str) -> AsyncIterator[None]:
+async def temporal_errors(what: str) -> AsyncIterator[None]:
     """Temporal unreachable or failing is the server's problem: -32603, detail in the log only."""
     try:
         yield
@@ -113,9 +116,10 @@ async def _temporal_errors(what: str) -> AsyncIterator[None]:
 
 
 class LongTools:
-    def __init__(self, settings: Settings, tasks: Tasks) -> None:
+    def __init__(self, settings: Settings, tasks: Tasks, id_secret: bytes) -> None:
         self._settings = settings
         self._tasks = tasks
+        self._id_secret = id_secret
 
     def install(self, server: Server[Any]) -> None:
         """Advertise the extension and serve its three methods (``tasks/result``/``list`` stay -32601)."""
@@ -127,13 +131,19 @@ class LongTools:
     # tools/call -------------------------------------------------------------------------------
 
     async def call(
-        self, ctx: ServerRequestContext[Any, Any], tool: Tool, args: BaseModel, rnd: Round
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        args: BaseModel,
+        rnd: Round,
+        *,
+        idempotency_key: str | None = None,
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         as_task = declares_tasks(rnd.client_capabilities) and tool.task_support != "forbidden"
         if tool.task_support == "required" and not as_task:
             raise missing_tasks_extension()
         continuation = _continuation(rnd.request_state)
-        async with _temporal_errors("tools/call"):
+        async with temporal_errors("tools/call"):
             if continuation is not None:
                 return await self._continue(ctx, tool, continuation, rnd)
             if tool.before is not None:
@@ -141,12 +151,30 @@ class LongTools:
                 if isinstance(prepared, InputRequiredResult):
                     return prepared
                 args = prepared
-            view = await self._tasks.start(tool, args, principal_of(ctx))
+            principal = principal_of(ctx)
+            if idempotency_key is None:
+                view = await self._tasks.start(tool, args, principal)
+            else:
+                view = await self._start_once(tool, args, principal, idempotency_key)
             request_info()["task_id"] = view.task_id
             if as_task:
                 # Server-directed creation: the start is durable, so tasks/get already finds it.
                 return {"resultType": "task", **view.wire(self._settings.task_poll_interval_ms)}
             return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd)
+
+    async def _start_once(self, tool: Tool, args: BaseModel, principal: str, key: str) -> TaskView:
+        """The task of this principal's idempotency key for ``tool``: started now, or the existing one."""
+        task_id = derive_id(self._id_secret, "task", principal, tool.name, key)
+        digest = args_digest(args.model_dump(mode="json"))
+        try:
+            view = await self._tasks.start(tool, args, principal, task_id=task_id, args_digest=digest)
+        except TaskNotFound:
+            raise MCPError(
+                code=INVALID_PARAMS, message="This idempotency key's task has expired; use a new key"
+            ) from None
+        if view.args_digest != digest:
+            raise key_reused()
+        return view
 
     async def _continue(
         self, ctx: ServerRequestContext[Any, Any], tool: Tool, state: _Continuation, rnd: Round
@@ -162,7 +190,7 @@ class LongTools:
             responses = {key: _wire(answer) for key, answer in rnd.input_responses.items()}
             # An answer that does not fit is skipped: its question is asked again (SEP-2322).
             delivered = await self._tasks.answer(view, responses, skip_invalid=True)
-            state = _Continuation(task=state.task, sent=[*state.sent, *delivered])
+            state = state.model_copy(update={"sent": [*state.sent, *delivered]})
         return await self._hold(ctx, tool, state, rnd)
 
     async def _hold(
@@ -198,6 +226,10 @@ class LongTools:
         }
         if not questions:
             return rnd.ask({}, state=sealed)  # still working: the client retries with this state
+        if state.rounds + 1 >= self._settings.max_rounds:
+            await self._tasks.cancel(view)
+            raise rounds_exceeded(self._settings.max_rounds)
+        sealed = _STATE_PREFIX + state.model_copy(update={"rounds": state.rounds + 1}).model_dump_json()
         try:
             return rnd.ask(questions, state=sealed)
         except MCPError:
@@ -219,7 +251,7 @@ class LongTools:
         if view.status != "input_required":
             return {}
         try:
-            async with _temporal_errors("tasks/update"):
+            async with temporal_errors("tasks/update"):
                 delivered = set(await self._tasks.answer(view, responses))
                 if delivered:
                     # The signal is durable now. Wait briefly for the workflow to take the answers, so
@@ -239,7 +271,7 @@ class LongTools:
 
     async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         view = await self._view(ctx, params)
-        async with _temporal_errors("tasks/cancel"):
+        async with temporal_errors("tasks/cancel"):
             await self._tasks.cancel(view)
         return {}
 
@@ -256,7 +288,7 @@ class LongTools:
         if named is not None and decode_header_value(named) != task_id:
             raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")
         try:
-            async with _temporal_errors(ctx.method):
+            async with temporal_errors(ctx.method):
                 return await self._tasks.get(task_id, principal_of(ctx))
         except TaskNotFound as exc:
             raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None

@@ -9,8 +9,12 @@ wire (envelope, header ladder, error codes, requestState sealing) stays the SDK'
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import os
+import re
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import structlog
@@ -43,26 +47,38 @@ from mcp_types import Prompt as WirePrompt
 from mcp_types import Resource as WireResource
 from mcp_types import ResourceTemplate as WireResourceTemplate
 from mcp_types import Tool as WireTool
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from service._auth import principal_of
+from service._auth import caller_of, principal_of
 from service._logging import request_info
-from service._long import LongTools
-from service._registry import Registry, ResourceContent, ToolError, to_call_result, tool_error_result
-from service._round import Round
+from service._long import LongTools, temporal_errors
+from service._once import KeyReused, Once, args_digest, derive_id, key_reused
+from service._registry import Registry, ResourceContent, Tool, ToolError, to_call_result, tool_error_result
+from service._round import Round, rounds_exceeded
 from service._settings import Settings
 from service._tasks import Tasks
+from service._tokens import principal_hash
 from workflows import ProtocolError
 
 log = structlog.get_logger("longtools.mcp")
 
 _MAX_COMPLETIONS = 100  # spec: at most 100 values per completion response
+IDEMPOTENCY_META = "longtools.dev/idempotency-key"
+"""``_meta`` key of a ``tools/call`` idempotency key: the same key from the same principal for the
+same tool gets the first call's task or result instead of a second run."""
+_MAX_IDEMPOTENCY_KEY = 200
+NOT_AUTHORIZED = "Not authorized to use this tool"
+_ROUND = re.compile(r"r(\d+):")
+_SEALED_STATE: ContextVar[str | None] = ContextVar("longtools_sealed_state", default=None)
 
 
 def build_server(settings: Settings, registry: Registry, *, version: str, tasks: Tasks) -> Server[Any]:
     """A low-level SDK server answering from ``registry``, sealing state with the configured keys."""
-    long_tools = LongTools(settings, tasks)
-    handlers = _Handlers(registry, long_tools)
+    keys = _key_ring(settings)
+    # Idempotency ids are derived from the first key, never from the key itself (domain separation).
+    id_secret = hmac.new(keys[0], b"longtools idempotency ids", hashlib.sha256).digest()
+    long_tools = LongTools(settings, tasks, id_secret)
+    handlers = _Handlers(settings, registry, long_tools, Once(settings, tasks.client), id_secret)
     server: Server[Any] = Server(
         settings.server_name,
         version=version,
@@ -82,15 +98,15 @@ def build_server(settings: Settings, registry: Registry, *, version: str, tasks:
     # Outermost first: record the outcome, refuse oversized state before spending an AEAD open on
     # it, then the SDK's boundary unseals inbound and seals outbound requestState.
     server.middleware.append(_record_outcome)
-    server.middleware.append(_StateSizeLimit(settings.max_request_state_bytes))
+    server.middleware.append(_Inbound(settings))
     server.middleware.append(
-        RequestStateBoundary(state_security(settings), default_audience=settings.server_name)
+        RequestStateBoundary(state_security(settings, keys), default_audience=settings.server_name)
     )
     return server
 
 
-def state_security(settings: Settings) -> RequestStateSecurity:
-    """The requestState policy: the configured key ring, or a loudly announced ephemeral key."""
+def _key_ring(settings: Settings) -> list[bytes]:
+    """The configured key ring, or a loudly announced ephemeral key."""
     keys = settings.state_key_ring()
     if keys is None:
         log.warning(
@@ -99,6 +115,11 @@ def state_security(settings: Settings) -> RequestStateSecurity:
             "in this process, so another replica or a restart rejects it. Set it for any deployment.",
         )
         keys = [os.urandom(32)]
+    return keys
+
+
+def state_security(settings: Settings, keys: list[bytes]) -> RequestStateSecurity:
+    """The requestState policy: sealed with the first key, opened with any."""
     return RequestStateSecurity(
         keys=keys,
         ttl=settings.state_ttl_s,
@@ -110,6 +131,7 @@ def state_security(settings: Settings) -> RequestStateSecurity:
 async def _record_outcome(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Note the JSON-RPC outcome for the one log event the HTTP layer writes per request."""
     info = request_info()
+    info["principal"] = principal_hash(principal_of(ctx))
     try:
         result = await call_next(ctx)
     except MCPError as exc:
@@ -125,26 +147,45 @@ async def _record_outcome(ctx: ServerRequestContext[Any, Any], call_next: CallNe
     return result
 
 
-class _StateSizeLimit:
-    """Refuse a requestState larger than the configured bound (a size says nothing secret)."""
+class _Inbound:
+    """Bounds on what a round carries, checked before any work; keeps the sealed state for ``Once``.
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
+    A size says nothing secret, so an oversized state is refused before an AEAD open is spent on it.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._max_state = settings.max_request_state_bytes
+        self._max_answers = settings.max_input_responses
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        state = ctx.params.get("requestState") if ctx.params is not None else None
-        if isinstance(state, str) and len(state) > self._limit:
+        params = ctx.params or {}
+        state = params.get("requestState")
+        if isinstance(state, str) and len(state) > self._max_state:
             raise MCPError(
                 code=INVALID_PARAMS,
-                message=f"requestState is larger than {self._limit} bytes; start the request again",
+                message=f"requestState is larger than {self._max_state} bytes; start the request again",
             )
-        return await call_next(ctx)
+        answers = params.get("inputResponses")
+        if isinstance(answers, dict) and len(answers) > self._max_answers:
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"inputResponses holds more than {self._max_answers} answers"
+            )
+        token = _SEALED_STATE.set(state if isinstance(state, str) else None)
+        try:
+            return await call_next(ctx)
+        finally:
+            _SEALED_STATE.reset(token)
 
 
 class _Handlers:
-    def __init__(self, registry: Registry, long_tools: LongTools) -> None:
+    def __init__(
+        self, settings: Settings, registry: Registry, long_tools: LongTools, once: Once, id_secret: bytes
+    ) -> None:
+        self._settings = settings
         self._registry = registry
         self._long_tools = long_tools
+        self._once = once
+        self._id_secret = id_secret
 
     def tool_input_schema(self, name: str) -> dict[str, Any] | None:
         tool = self._registry.tools.get(name)
@@ -178,11 +219,42 @@ class _Handlers:
         except ValidationError as exc:
             # Bad arguments are the caller's to correct, so they are a tool error the model can read.
             return tool_error_result(f"Invalid arguments for tool {tool.name}: {_describe(exc)}")
+        caller = caller_of(ctx)
+        if tool.authorize is not None and not await tool.authorize(caller, args):
+            log.warning("tool_not_authorized", tool=tool.name, principal=principal_hash(caller.principal))
+            return tool_error_result(NOT_AUTHORIZED)
         rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
+        key = _idempotency_key(ctx) if rnd.request_state is None else None
+        if tool.handler is None:
+            return await self._long_tools.call(ctx, tool, args, rnd, idempotency_key=key)
+        sealed = _SEALED_STATE.get()
+        if sealed is not None and not tool.replay_safe:
+            # A continuation round of a tool with side effects runs once per sealed state: a replay,
+            # on any replica and after a restart, gets the first outcome.
+            claim, ttl_s = hashlib.sha256(sealed.encode()).hexdigest()[:32], self._settings.state_ttl_s
+        elif key is not None:
+            claim = derive_id(self._id_secret, "call", caller.principal, tool.name, key)
+            ttl_s = self._settings.idempotency_ttl_s
+        else:
+            return await self._quick(tool, args, rnd)
+
+        async def once() -> dict[str, Any]:
+            return _wire(await self._quick(tool, args, rnd))
+
         try:
-            if tool.handler is None:
-                return await self._long_tools.call(ctx, tool, args, rnd)
-            result = await tool.handler(args, rnd)
+            async with temporal_errors("tools/call"):
+                return await self._once.run(
+                    claim, args_digest(params.arguments), once, ttl_s=ttl_s, wait_s=self._settings.mrtr_wait_s
+                )
+        except KeyReused:
+            raise key_reused() from None
+
+    async def _quick(self, tool: Tool, args: BaseModel, rnd: Round) -> CallToolResult | InputRequiredResult:
+        """Run a quick tool's handler for one round, counting the exchange's rounds in its state."""
+        assert tool.handler is not None
+        number, rnd.request_state = _unwrap_round(rnd.request_state)
+        try:
+            result = to_call_result(tool, await tool.handler(args, rnd))
         except MCPError:
             raise
         except ToolError as exc:
@@ -192,7 +264,12 @@ class _Handlers:
         except Exception:  # top-level handler boundary: a crash stays in the log, never on the wire
             log.exception("tool_crashed", tool=tool.name)
             return tool_error_result(f"Error executing tool {tool.name}")
-        return to_call_result(tool, result)
+        if not isinstance(result, InputRequiredResult):
+            return result
+        if number + 1 >= self._settings.max_rounds:
+            raise rounds_exceeded(self._settings.max_rounds)
+        # Every input_required round carries a state, so every later round is single-use and counted.
+        return result.model_copy(update={"request_state": f"r{number + 1}:{result.request_state or ''}"})
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
@@ -305,6 +382,30 @@ def _resource_contents(
     if isinstance(content, bytes):
         return BlobResourceContents(uri=uri, mime_type=mime_type, blob=base64.b64encode(content).decode())
     return TextResourceContents(uri=uri, mime_type=mime_type, text=content)
+
+
+def _unwrap_round(state: str | None) -> tuple[int, str | None]:
+    """(rounds so far, the handler's own state) from a quick tool's plaintext state."""
+    match = _ROUND.match(state or "")
+    if match is None:
+        return 0, state
+    return int(match.group(1)), state[match.end() :] or None if state is not None else None
+
+
+def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    value = ctx.meta.get(IDEMPOTENCY_META) if ctx.meta is not None else None
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= _MAX_IDEMPOTENCY_KEY:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to {_MAX_IDEMPOTENCY_KEY} characters",
+        )
+    return value
+
+
+def _wire(result: CallToolResult | InputRequiredResult) -> dict[str, Any]:
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _describe(exc: ValidationError) -> str:

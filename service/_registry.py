@@ -32,8 +32,10 @@ from mcp_types import (
 from pydantic import BaseModel
 from temporalio import workflow as temporal_workflow
 
+from service._auth import Authorize
 from service._round import Round
 from workflows._errors import ToolError
+from workflows._once import Once as OnceRecord
 
 __all__ = ["Registry", "Tool", "ToolError", "ToolReturn", "to_call_result", "tool_error_result"]
 
@@ -71,9 +73,18 @@ class Tool:
     """A ``@workflow.defn`` class whose run method takes one ``input_model`` argument."""
     task_support: TaskSupport = "forbidden"
     before: BeforeStart | None = None
+    authorize: Authorize | None = None
+    """Checked on every round of every call (a decision from round 1 may no longer hold in round 2)."""
     workflow_name: str = field(init=False, compare=False, repr=False)
     input_schema: dict[str, Any] = field(init=False, compare=False, repr=False)
     output_schema: dict[str, Any] | None = field(init=False, compare=False, repr=False)
+
+    @property
+    def replay_safe(self) -> bool:
+        """Whether repeating a round is harmless by the tool's own declaration (read-only or
+        idempotent), so its rounds need no single-use record."""
+        hints = self.annotations
+        return hints is not None and bool(hints.read_only_hint or hints.idempotent_hint)
 
     def __post_init__(self) -> None:
         if (self.handler is None) == (self.workflow is None):
@@ -151,7 +162,8 @@ class Registry:
 
     @property
     def workflows(self) -> list[type]:
-        return [tool.workflow for tool in self.tools.values() if tool.workflow is not None]
+        """The long tools' workflows, and longtools' own (the record of requests that run once)."""
+        return [OnceRecord, *(tool.workflow for tool in self.tools.values() if tool.workflow is not None)]
 
     def add_activities(self, *activities: Callable[..., Any]) -> None:
         self.activities.extend(activities)
@@ -180,6 +192,7 @@ class Registry:
         description: str | None = None,
         title: str | None = None,
         annotations: ToolAnnotations | None = None,
+        authorize: Authorize | None = None,
     ) -> Callable[[ToolHandler], ToolHandler]:
         """Register a quick tool: ``@registry.tool("name", input=Args, output=Out)``."""
 
@@ -193,6 +206,7 @@ class Registry:
                     handler=handler,
                     title=title,
                     annotations=annotations,
+                    authorize=authorize,
                 )
             )
             return handler
@@ -211,6 +225,7 @@ class Registry:
         title: str | None = None,
         annotations: ToolAnnotations | None = None,
         before: BeforeStart | None = None,
+        authorize: Authorize | None = None,
     ) -> None:
         """Register a long tool: one line naming its workflow class and its models."""
         self.add_tool(
@@ -224,6 +239,7 @@ class Registry:
                 title=title,
                 annotations=annotations,
                 before=before,
+                authorize=authorize,
             )
         )
 

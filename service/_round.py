@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     ClientCapabilities,
     CreateMessageRequest,
@@ -58,6 +59,13 @@ def missing_capability(*needed: InputRequest) -> MCPError:
         code=MISSING_REQUIRED_CLIENT_CAPABILITY,
         message="Missing required client capability",
         data={"requiredCapabilities": required},
+    )
+
+
+def rounds_exceeded(limit: int) -> MCPError:
+    return MCPError(
+        code=INVALID_PARAMS,
+        message=f"This call took more than {limit} rounds of questions; call the tool again",
     )
 
 

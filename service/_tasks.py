@@ -25,8 +25,13 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
 )
-from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError, CancelledError, FailureError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ApplicationError,
+    CancelledError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from service._registry import Registry, Tool, to_call_result, tool_error_result
@@ -42,6 +47,7 @@ TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 _TOOL_MEMO = "longtools.tool"
 _OWNER_MEMO = "longtools.owner"
 _TTL_MEMO = "longtools.ttl_ms"
+_ARGS_MEMO = "longtools.args"
 _INTERNAL_ERROR = -32603
 
 
@@ -67,6 +73,8 @@ class TaskView:
     input_requests: Mapping[str, Mapping[str, Any]] | None = None
     result: Mapping[str, Any] | None = None
     error: Mapping[str, Any] | None = None
+    args_digest: str | None = None
+    """For a task started with an idempotency key: the digest of its arguments (never on the wire)."""
 
     def wire(self, poll_interval_ms: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -96,21 +104,52 @@ class Tasks:
         self._registry = registry
         self._client = client
 
-    async def start(self, tool: Tool, args: BaseModel, principal: str) -> TaskView:
-        """Start ``tool``'s workflow; returns once Temporal has it durably (so ``tasks/get`` finds it)."""
+    @property
+    def client(self) -> Callable[[], Client]:
+        return self._client
+
+    async def start(
+        self,
+        tool: Tool,
+        args: BaseModel,
+        principal: str,
+        *,
+        task_id: str | None = None,
+        args_digest: str | None = None,
+    ) -> TaskView:
+        """Start ``tool``'s workflow; returns once Temporal has it durably (so ``tasks/get`` finds it).
+
+        With a ``task_id`` (derived from an idempotency key) an existing task of that id is
+        returned instead of a second one, also to concurrent duplicates.
+
+        Raises:
+            TaskNotFound: the existing task under ``task_id`` has expired or is not the caller's.
+        """
         ttl_ms = int(self._settings.task_ttl_s * 1000)
-        task_id = secrets.token_urlsafe(18)
-        handle = await self._client().start_workflow(
-            tool.workflow_name,
-            args,
-            id=task_id,
-            task_queue=self._settings.task_queue,
-            memo={_TOOL_MEMO: tool.name, _OWNER_MEMO: principal, _TTL_MEMO: ttl_ms},
-            # The task's TTL is its workflow's lifetime: an abandoned question does not wait forever.
-            execution_timeout=timedelta(milliseconds=ttl_ms),
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        )
-        log.info("task_started", task_id=task_id, tool=tool.name, run_id=handle.result_run_id)
+        memo: dict[str, Any] = {_TOOL_MEMO: tool.name, _OWNER_MEMO: principal, _TTL_MEMO: ttl_ms}
+        if args_digest is not None:
+            memo[_ARGS_MEMO] = args_digest
+        try:
+            handle = await self._client().start_workflow(
+                tool.workflow_name,
+                args,
+                id=task_id or secrets.token_urlsafe(18),
+                task_queue=self._settings.task_queue,
+                memo=memo,
+                # The task's TTL is its workflow's lifetime: an abandoned question does not wait forever.
+                execution_timeout=timedelta(milliseconds=ttl_ms),
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                # Only a derived id can meet a running workflow; it then is the task asked for.
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            )
+        except WorkflowAlreadyStartedError:
+            if task_id is None:
+                raise
+            return await self.get(task_id, principal)  # started and closed before
+        if task_id is not None:
+            return await self.get(handle.id, principal)
+        log.info("task_started", task_id=handle.id, tool=tool.name, run_id=handle.result_run_id)
+        task_id = handle.id
         now = datetime.now(UTC)
         return TaskView(
             task_id=task_id, tool=tool.name, status="working", created_at=now, updated_at=now, ttl_ms=ttl_ms
@@ -142,6 +181,7 @@ class Tasks:
             created_at=created,
             updated_at=created,
             ttl_ms=ttl_ms,
+            args_digest=memo.get(_ARGS_MEMO),
         )
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
             return _running(view, memo.get(TASK_MEMO))

@@ -171,7 +171,15 @@ def test_serve_stops_its_embedded_temporal_with_it(tmp_path: Path) -> None:
 def test_api_without_temporal_serves_quick_tools_and_says_it_is_unhealthy(tmp_path: Path) -> None:
     process, log_path = spawn(
         tmp_path,
-        ["api", "--port", "0", "--conformance-fixtures", "--temporal-address", f"127.0.0.1:{_free_port()}"],
+        [
+            "api",
+            "--port",
+            "0",
+            "--no-auth",
+            "--conformance-fixtures",
+            "--temporal-address",
+            f"127.0.0.1:{_free_port()}",
+        ],
         None,
     )
     api = Served(process=process, url=wait_for_line(process, log_path, URL_LINE, 30), log_path=log_path)

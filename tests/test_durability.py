@@ -53,7 +53,9 @@ class Cluster:
         self.worker = start_worker(self.tmp, "--temporal-address", self.address, env=self.env)
 
     def start_api(self) -> None:
-        self.api = start_server(self.tmp, "--temporal-address", self.address, env=self.env, command="api")
+        self.api = start_server(
+            self.tmp, "--no-auth", "--temporal-address", self.address, env=self.env, command="api"
+        )
 
     def start_all(self) -> None:
         self.start_temporal()

@@ -7,6 +7,8 @@ import service
 
 def test_the_public_api_is_exactly_this() -> None:
     assert sorted(service.__all__) == [
+        "Authorize",
+        "Caller",
         "Elicited",
         "InputRequest",
         "Prompt",
