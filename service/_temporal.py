@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from service._registry import Registry
 from service._settings import Settings
+from workflows._metrics import TaskMetricsInterceptor
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
@@ -20,27 +22,34 @@ def unreachable(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect")
 
 
-async def connect(settings: Settings, *, lazy: bool = False) -> Client:
+async def connect(settings: Settings, *, lazy: bool = False, runtime: Runtime | None = None) -> Client:
     """A client for the configured Temporal; ``lazy`` defers the connection to the first call.
 
     The pydantic converter is passed explicitly: the default one also "works" with pydantic models
-    through deprecated v1 paths and silently loses types.
+    through deprecated v1 paths and silently loses types. ``runtime`` (``Metrics.runtime()``)
+    carries the metrics of this client and of every worker built on it; None is the SDK's default
+    runtime, which records none.
     """
     return await Client.connect(
         settings.temporal_address or DEFAULT_ADDRESS,
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
         lazy=lazy,
+        runtime=runtime,
     )
 
 
 def build_worker(settings: Settings, client: Client, registry: Registry) -> Worker:
-    """The worker for every long tool in ``registry``: their workflows and their activities."""
+    """The worker for every long tool in ``registry``: their workflows and their activities.
+
+    Its workflows record task metrics through ``client``'s runtime (see ``connect``).
+    """
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=registry.workflows,
         activities=registry.activities,
+        interceptors=[TaskMetricsInterceptor()],
         # A bug in workflow code (any exception but ToolError/ProtocolError) is left to Temporal's
         # default: the workflow task retries until fixed code is deployed, and the task continues
         # where it was. Failing it instead would lose every task in flight on a bad deploy.

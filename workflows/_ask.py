@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from workflows._inputs import Elicited, InputRequest, InputResponse, elicit
+    from workflows._metrics import first_input_requested
 
 TASK_MEMO = "longtools.task"
 """Memo key holding :class:`Published`, the task's state as ``tasks/get`` shows it."""
@@ -58,6 +59,8 @@ class _Conversation:
         self.answers: dict[str, InputResponse] = {}
         self.used: set[str] = set()
         self.message: str | None = None
+        self.asked = False
+        """Whether a question was published yet; rebuilt on replay, where metrics are not recorded."""
 
     def receive(self, responses: Mapping[str, Any]) -> None:
         for key, response in responses.items():
@@ -82,6 +85,9 @@ class _Conversation:
             updated_at=workflow.now().isoformat(),
         )
         workflow.upsert_memo({TASK_MEMO: state.model_dump(mode="json")})
+        if outstanding and not self.asked:
+            self.asked = True
+            first_input_requested()
 
     def fresh_key(self, name: str) -> str:
         key, n = name, 1
