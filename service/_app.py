@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 from service._auth import RequireBearer, protected_resource_metadata
 from service._http import McpGate
 from service._mcp import build_server
+from service._metrics import Metrics
 from service._registry import Registry
 from service._settings import Settings
 from service._tasks import Tasks
@@ -41,13 +42,18 @@ def longtools_version() -> str:
         return "0.0.0"
 
 
-def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
-    """The API process's ASGI app: ``POST /mcp`` plus ``GET /healthz``. No side effects until served.
+def create_app(
+    settings: Settings, registry: Registry | None = None, metrics: Metrics | None = None
+) -> FastAPI:
+    """The API process's ASGI app: ``POST /mcp``, ``GET /healthz`` and ``GET /metrics``. No side
+    effects until served.
 
     The Temporal client is made when the app starts serving (lazily connected, so the API comes up
-    even while Temporal does not answer yet; ``/healthz`` says which).
+    even while Temporal does not answer yet; ``/healthz`` says which). ``metrics`` is shared with
+    a worker in the same process (``serve``), so one ``/metrics`` shows both.
     """
     registry = registry if registry is not None else default_registry(settings)
+    metrics = metrics if metrics is not None else Metrics()
     temporal: list[Client] = []
     closers: list[Callable[[], Awaitable[None]]] = []
 
@@ -55,7 +61,11 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
         return temporal[0]
 
     server = build_server(
-        settings, registry, version=longtools_version(), tasks=Tasks(settings, registry, client)
+        settings,
+        registry,
+        version=longtools_version(),
+        tasks=Tasks(settings, registry, client),
+        metrics=metrics,
     )
     # Behind a proxy the public host name must be listed; the guard still refuses every other Host.
     security = TransportSecuritySettings(
@@ -79,6 +89,11 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
 
     app = FastAPI(title="longtools", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ready = False
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

@@ -19,12 +19,14 @@ import structlog
 import typer
 import uvicorn
 from fastapi import FastAPI
+from prometheus_client import start_http_server
 from pydantic import ValidationError
 from temporalio.worker import Worker
 
 from service._app import create_app
 from service._devserver import DevServerError, start_dev_server
 from service._logging import configure_logging
+from service._metrics import Metrics
 from service._registry import Registry
 from service._settings import Settings
 from service._temporal import build_worker, connect
@@ -146,17 +148,7 @@ def _launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bo
         settings = _auth_mode(settings, loopback_default=embedded)
     registry = _registry(settings)
     sock = _listen(settings) if listen else None
-    app = _app(settings, registry) if listen else None
-    raise typer.Exit(
-        asyncio.run(_run(settings, registry, app=app, sock=sock, worker=worker, embedded=embedded))
-    )
-
-
-def _app(settings: Settings, registry: Registry) -> FastAPI:
-    try:
-        return create_app(settings, registry)
-    except AuthConfigError as exc:
-        _fail(str(exc))
+    raise typer.Exit(asyncio.run(_run(settings, registry, sock=sock, worker=worker, embedded=embedded)))
 
 
 @cli.command()
@@ -240,29 +232,17 @@ def _listen(settings: Settings) -> socket.socket:
 
 
 async def _run(
-    settings: Settings,
-    registry: Registry,
-    *,
-    app: FastAPI | None,
-    sock: socket.socket | None,
-    worker: bool,
-    embedded: bool,
+    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
 ) -> int:
     """Start what this command runs, in order (Temporal, worker, API), then stop it in reverse."""
-    code = await _run_parts(settings, registry, app=app, sock=sock, worker=worker, embedded=embedded)
+    code = await _run_parts(settings, registry, sock=sock, worker=worker, embedded=embedded)
     if code == 0:
         log.info("stopped")
     return code
 
 
 async def _run_parts(
-    settings: Settings,
-    registry: Registry,
-    *,
-    app: FastAPI | None,
-    sock: socket.socket | None,
-    worker: bool,
-    embedded: bool,
+    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
 ) -> int:
     async with contextlib.AsyncExitStack() as stack:
         if sock is not None:
@@ -279,10 +259,15 @@ async def _run_parts(
         if worker and sock is None and not any(tool.workflow for tool in registry.tools.values()):
             typer.echo("longtools: no long tools are configured; a worker has nothing to run", err=True)
             return 2
+        metrics = Metrics()
         worker_task: asyncio.Task[None] | None = None
         if worker:
+            # Task ends and times are recorded by the worker's workflows through this runtime; the
+            # drain moves them into the registry /metrics shows.
+            draining = asyncio.create_task(metrics.drain_forever())
+            stack.push_async_callback(_cancel, draining)
             try:
-                client = await connect(settings)
+                client = await connect(settings, runtime=metrics.runtime())
             except RuntimeError as exc:  # the SDK's "Failed client connect"
                 typer.echo(
                     f"longtools: cannot reach Temporal at {settings.temporal_address}: {exc}", err=True
@@ -292,9 +277,19 @@ async def _run_parts(
             worker_task = asyncio.create_task(running.run())
             stack.push_async_callback(_stop_worker, running, worker_task)
         if sock is not None:
-            assert app is not None
+            try:  # made only now: the app needs the embedded Temporal's address
+                app = create_app(settings, registry, metrics)
+            except AuthConfigError as exc:
+                typer.echo(f"longtools: {exc}", err=True)
+                return 2
             return await _serve(_uvicorn(settings, app), sock, settings.host)
         assert worker_task is not None
+        if settings.worker_metrics_port is not None:
+            server, _thread = start_http_server(
+                settings.worker_metrics_port, addr=settings.host, registry=metrics.registry
+            )
+            stack.callback(server.shutdown)
+            log.info("metrics_serving", url=f"http://{settings.host}:{server.server_port}/metrics")
         print(  # noqa: T201
             f"longtools worker polling task queue {settings.task_queue!r} at {settings.temporal_address}",
             flush=True,
@@ -313,6 +308,12 @@ async def _until_signal_or_failure(worker_task: asyncio.Task[None]) -> int:
     failed = worker_task.done()  # a worker that stopped by itself has failed; _stop_worker says why
     stopped.cancel()
     return 1 if failed else 0
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:

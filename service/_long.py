@@ -38,6 +38,7 @@ from temporalio.service import RPCError
 
 from service._auth import principal_of
 from service._logging import request_info
+from service._metrics import Metrics
 from service._once import args_digest, derive_id, key_reused
 from service._registry import Tool, tool_error_result
 from service._round import Round, rounds_exceeded
@@ -116,10 +117,11 @@ async def temporal_errors(what: str) -> AsyncIterator[None]:
 
 
 class LongTools:
-    def __init__(self, settings: Settings, tasks: Tasks, id_secret: bytes) -> None:
+    def __init__(self, settings: Settings, tasks: Tasks, id_secret: bytes, metrics: Metrics) -> None:
         self._settings = settings
         self._tasks = tasks
         self._id_secret = id_secret
+        self._metrics = metrics
 
     def install(self, server: Server[Any]) -> None:
         """Advertise the extension and serve its three methods (``tasks/result``/``list`` stay -32601)."""
@@ -153,28 +155,34 @@ class LongTools:
                 args = prepared
             principal = principal_of(ctx)
             if idempotency_key is None:
-                view = await self._tasks.start(tool, args, principal)
+                view, created = await self._tasks.start(tool, args, principal)
             else:
-                view = await self._start_once(tool, args, principal, idempotency_key)
+                view, created = await self._start_once(tool, args, principal, idempotency_key)
+            if created:
+                self._metrics.task_created(tool.name)
             request_info()["task_id"] = view.task_id
             if as_task:
                 # Server-directed creation: the start is durable, so tasks/get already finds it.
                 return {"resultType": "task", **view.wire(self._settings.task_poll_interval_ms)}
             return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd)
 
-    async def _start_once(self, tool: Tool, args: BaseModel, principal: str, key: str) -> TaskView:
+    async def _start_once(
+        self, tool: Tool, args: BaseModel, principal: str, key: str
+    ) -> tuple[TaskView, bool]:
         """The task of this principal's idempotency key for ``tool``: started now, or the existing one."""
         task_id = derive_id(self._id_secret, "task", principal, tool.name, key)
         digest = args_digest(args.model_dump(mode="json"))
         try:
-            view = await self._tasks.start(tool, args, principal, task_id=task_id, args_digest=digest)
+            view, created = await self._tasks.start(
+                tool, args, principal, task_id=task_id, args_digest=digest
+            )
         except TaskNotFound:
             raise MCPError(
                 code=INVALID_PARAMS, message="This idempotency key's task has expired; use a new key"
             ) from None
         if view.args_digest != digest:
             raise key_reused()
-        return view
+        return view, created
 
     async def _continue(
         self, ctx: ServerRequestContext[Any, Any], tool: Tool, state: _Continuation, rnd: Round

@@ -52,6 +52,7 @@ from pydantic import BaseModel, ValidationError
 from service._auth import caller_of, principal_of
 from service._logging import request_info
 from service._long import LongTools, temporal_errors
+from service._metrics import Metrics
 from service._once import KeyReused, Once, args_digest, derive_id, key_reused
 from service._registry import Registry, ResourceContent, Tool, ToolError, to_call_result, tool_error_result
 from service._round import Round, rounds_exceeded
@@ -69,15 +70,18 @@ same tool gets the first call's task or result instead of a second run."""
 _MAX_IDEMPOTENCY_KEY = 200
 NOT_AUTHORIZED = "Not authorized to use this tool"
 _ROUND = re.compile(r"r(\d+):")
+_STATE_REFUSED = "Invalid or expired requestState"  # the SDK's one frozen message for every refusal
 _SEALED_STATE: ContextVar[str | None] = ContextVar("longtools_sealed_state", default=None)
 
 
-def build_server(settings: Settings, registry: Registry, *, version: str, tasks: Tasks) -> Server[Any]:
+def build_server(
+    settings: Settings, registry: Registry, *, version: str, tasks: Tasks, metrics: Metrics
+) -> Server[Any]:
     """A low-level SDK server answering from ``registry``, sealing state with the configured keys."""
     keys = _key_ring(settings)
     # Idempotency ids are derived from the first key, never from the key itself (domain separation).
     id_secret = hmac.new(keys[0], b"longtools idempotency ids", hashlib.sha256).digest()
-    long_tools = LongTools(settings, tasks, id_secret)
+    long_tools = LongTools(settings, tasks, id_secret, metrics)
     handlers = _Handlers(settings, registry, long_tools, Once(settings, tasks.client), id_secret)
     server: Server[Any] = Server(
         settings.server_name,
@@ -95,9 +99,9 @@ def build_server(settings: Settings, registry: Registry, *, version: str, tasks:
     # extension's CreateTaskResult (resultType "task"), which the runner passes through as is.
     server.add_request_handler("tools/call", CallToolRequestParams, handlers.call_tool)
     long_tools.install(server)
-    # Outermost first: record the outcome, refuse oversized state before spending an AEAD open on
+    # Outermost first: observe the outcome, refuse oversized state before spending an AEAD open on
     # it, then the SDK's boundary unseals inbound and seals outbound requestState.
-    server.middleware.append(_record_outcome)
+    server.middleware.append(_Observe(metrics, registry))
     server.middleware.append(_Inbound(settings))
     server.middleware.append(
         RequestStateBoundary(state_security(settings, keys), default_audience=settings.server_name)
@@ -128,23 +132,52 @@ def state_security(settings: Settings, keys: list[bytes]) -> RequestStateSecurit
     )
 
 
-async def _record_outcome(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """Note the JSON-RPC outcome for the one log event the HTTP layer writes per request."""
-    info = request_info()
-    info["principal"] = principal_hash(principal_of(ctx))
-    try:
-        result = await call_next(ctx)
-    except MCPError as exc:
-        info["outcome"] = f"error {exc.error.code}"
-        raise
-    except ValidationError:
-        info["outcome"] = "error invalid params"
-        raise
-    # Inside the middleware chain a result is already the wire dict (the SDK runner serializes
-    # it there so every middleware sees what goes out).
-    wire = result if isinstance(result, dict) else {}
-    info["outcome"] = "tool_error" if wire.get("isError") else wire.get("resultType", "complete")
-    return result
+class _Observe:
+    """Note each request's outcome: in its one log event, and in the metrics.
+
+    A ``tools/call`` round counts as an MRTR round: ``started`` when a first round asks, then
+    ``input_required`` per asking round, ``completed`` when a continuation ends with a result,
+    ``expired`` when its state was refused, ``rejected`` for any other error of a continuation.
+    """
+
+    def __init__(self, metrics: Metrics, registry: Registry) -> None:
+        self._metrics = metrics
+        self._tools = registry.tools
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        info = request_info()
+        info["principal"] = principal_hash(principal_of(ctx))
+        params = ctx.params or {}
+        named = params.get("name") if ctx.method == "tools/call" else None
+        tool = named if isinstance(named, str) and named in self._tools else None  # labels stay bounded
+        continuing = params.get("requestState") is not None
+        try:
+            result = await call_next(ctx)
+        except MCPError as exc:
+            info["outcome"] = f"error {exc.error.code}"
+            self._metrics.request(ctx.method, "error")
+            if tool is not None and continuing:
+                expired = exc.error.message == _STATE_REFUSED
+                self._metrics.mrtr(tool, "expired" if expired else "rejected")
+            raise
+        except ValidationError:
+            info["outcome"] = "error invalid params"
+            self._metrics.request(ctx.method, "error")
+            raise
+        # Inside the middleware chain a result is already the wire dict (the SDK runner serializes
+        # it there so every middleware sees what goes out).
+        wire = result if isinstance(result, dict) else {}
+        outcome = "tool_error" if wire.get("isError") else str(wire.get("resultType", "complete"))
+        info["outcome"] = outcome
+        self._metrics.request(ctx.method, outcome)
+        if tool is not None:
+            if outcome == "input_required":
+                if not continuing:
+                    self._metrics.mrtr(tool, "started")
+                self._metrics.mrtr(tool, "input_required")
+            elif continuing:
+                self._metrics.mrtr(tool, "completed")
+        return result
 
 
 class _Inbound:

@@ -116,11 +116,12 @@ class Tasks:
         *,
         task_id: str | None = None,
         args_digest: str | None = None,
-    ) -> TaskView:
+    ) -> tuple[TaskView, bool]:
         """Start ``tool``'s workflow; returns once Temporal has it durably (so ``tasks/get`` finds it).
 
         With a ``task_id`` (derived from an idempotency key) an existing task of that id is
-        returned instead of a second one, also to concurrent duplicates.
+        returned instead of a second one, also to concurrent duplicates. The flag says whether the
+        task was created by this call.
 
         Raises:
             TaskNotFound: the existing task under ``task_id`` has expired or is not the caller's.
@@ -138,22 +139,27 @@ class Tasks:
                 memo=memo,
                 # The task's TTL is its workflow's lifetime: an abandoned question does not wait forever.
                 execution_timeout=timedelta(milliseconds=ttl_ms),
+                # One start per id, ever (within Temporal's retention): only a derived id can meet
+                # an existing workflow, and that workflow is then the task asked for.
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                # Only a derived id can meet a running workflow; it then is the task asked for.
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             )
         except WorkflowAlreadyStartedError:
             if task_id is None:
                 raise
-            return await self.get(task_id, principal)  # started and closed before
-        if task_id is not None:
-            return await self.get(handle.id, principal)
+            return await self.get(task_id, principal), False
         log.info("task_started", task_id=handle.id, tool=tool.name, run_id=handle.result_run_id)
-        task_id = handle.id
         now = datetime.now(UTC)
-        return TaskView(
-            task_id=task_id, tool=tool.name, status="working", created_at=now, updated_at=now, ttl_ms=ttl_ms
+        view = TaskView(
+            task_id=handle.id,
+            tool=tool.name,
+            status="working",
+            created_at=now,
+            updated_at=now,
+            ttl_ms=ttl_ms,
+            args_digest=args_digest,
         )
+        return view, True
 
     async def get(self, task_id: str, principal: str) -> TaskView:
         """The task as it stands now; raises TaskNotFound for anything the caller may not see."""

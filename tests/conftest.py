@@ -61,7 +61,16 @@ def start_server(
     tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30, command: str = "serve"
 ) -> Served:
     """Start ``longtools serve --port 0`` (or ``api``) and wait (bounded) for its URL line and /healthz."""
-    process, log_path = spawn(tmp, [command, "--port", "0", *args], env)
+    return server_ready(spawn(tmp, [command, "--port", "0", *args], env), timeout)
+
+
+def server_ready(spawned: tuple[subprocess.Popen[str], Path], timeout: float = 30) -> Served:
+    """Wait (bounded) for a spawned ``serve``/``api`` to print its URL and answer /healthz.
+
+    Spawning several and then waiting for each boots them side by side. Spawn from the main thread
+    only: PDEATHSIG fires when the spawning *thread* ends, so a pool thread's children die with it.
+    """
+    process, log_path = spawned
     url = wait_for_line(process, log_path, URL_LINE, timeout)
     served = Served(process=process, url=url, log_path=log_path)
     deadline = time.monotonic() + timeout
@@ -70,12 +79,16 @@ def start_server(
             return served
         time.sleep(0.05)
     served.stop()
-    raise RuntimeError(f"longtools {command} never became healthy:\n{log_path.read_text()}")
+    raise RuntimeError(f"longtools never became healthy:\n{log_path.read_text()}")
 
 
 def start_worker(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Served:
     """Start ``longtools worker`` and wait (bounded) until it polls its task queue."""
-    process, log_path = spawn(tmp, ["worker", *args], env)
+    return worker_ready(spawn(tmp, ["worker", *args], env), timeout)
+
+
+def worker_ready(spawned: tuple[subprocess.Popen[str], Path], timeout: float = 30) -> Served:
+    process, log_path = spawned
     wait_for_line(process, log_path, _WORKER_LINE, timeout)
     return Served(process=process, url="", log_path=log_path)
 

@@ -1,0 +1,230 @@
+"""Many replicas on one Temporal: 3 API and 2 worker processes, every round of a flow on another API.
+
+Nothing about an exchange or a task lives in an API process: the task is in Temporal, the exchange
+in its sealed ``requestState`` (one key ring shared by configuration). So any API serves any round,
+a replayed final round on another replica is answered from the first one's record, and killing an
+API and a worker mid-flow loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from service._devserver import DevServer, start_dev_server
+from tests.conftest import Served, server_ready, spawn, worker_ready
+from tests.wire import TASKS_EXTENSION, post, result
+
+TOKEN = secrets.token_urlsafe(24)
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+FORM_CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    temporal: DevServer
+    apis: list[Served] = field(default_factory=list)
+    workers: list[Served] = field(default_factory=list)
+    _turn: Iterator[int] = field(default_factory=itertools.count)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"LONGTOOLS_AUTH_TOKENS": f"{TOKEN}=operator", "LONGTOOLS_HELPDESK_WORK_S": "0.3"}
+
+    def spawn(self, command: str) -> tuple[subprocess.Popen[str], Path]:
+        args = [command, "--conformance-fixtures", "--temporal-address", self.temporal.address]
+        return spawn(self.tmp, [*args, "--port", "0"] if command == "api" else args, self.env)
+
+    def next_url(self) -> str:
+        """The next live API, round robin: consecutive rounds never share a process."""
+        live = [api for api in self.apis if api.process.poll() is None]
+        return live[next(self._turn) % len(live)].url
+
+    def call(self, method: str, params: dict[str, Any], caps: dict[str, Any] | None = None) -> dict[str, Any]:
+        return result(post(self.next_url(), method, params, caps=caps, headers=AUTH))
+
+    def tool(
+        self, name: str, arguments: dict[str, Any], caps: dict[str, Any] = FORM_CAPS, **more: Any
+    ) -> Any:
+        return self.call("tools/call", {"name": name, "arguments": arguments, **more}, caps)
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        return self.call("tasks/get", {"taskId": task_id}, TASK_CAPS)
+
+    def wait_task(self, task_id: str, status: str, within: float = 40) -> dict[str, Any]:
+        return _until(lambda: self.task(task_id), lambda task: task["status"] == status, within)
+
+
+def _until(poll: Any, ready: Any, within: float) -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        seen = poll()
+        if ready(seen):
+            return seen
+        assert time.monotonic() < deadline, f"never got there: {seen}"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("replicas")
+    temporal = asyncio.run(start_dev_server(tmp / "temporal" / "temporal.db"))
+    made = Cluster(tmp=tmp, temporal=temporal)
+    try:
+        # Five cold starts of ~4 s each, side by side: spawn all, then wait for each.
+        apis = [made.spawn("api") for _ in range(3)]
+        workers = [made.spawn("worker") for _ in range(2)]
+        made.apis = [server_ready(spawned) for spawned in apis]
+        made.workers = [worker_ready(spawned) for spawned in workers]
+        yield made
+    finally:
+        for served in [*made.apis, *made.workers]:
+            served.stop()
+        temporal.stop()
+
+
+def _reason(value: str) -> dict[str, Any]:
+    return {"action": "accept", "content": {"reason": value}}
+
+
+def _events(cluster: Cluster, ticket_id: str) -> list[str]:
+    ticket = cluster.tool("get_ticket", {"ticketId": ticket_id})["structuredContent"]
+    return [entry["event"] for entry in ticket["history"]]
+
+
+def _new_ticket(cluster: Cluster, customer: str) -> str:
+    made = cluster.tool("create_ticket", {"title": "Printer on fire", "customer": customer})
+    ticket_id: str = made["structuredContent"]["ticketId"]
+    return ticket_id
+
+
+def test_a_quick_mrtr_exchange_and_its_replay_on_other_replicas_close_once(cluster: Cluster) -> None:
+    ticket_id = _new_ticket(cluster, f"c-{secrets.token_hex(4)}")
+    asked = cluster.tool("close_ticket", {"ticketId": ticket_id})
+    assert asked["resultType"] == "input_required"
+    final = {"inputResponses": {"close_reason": _reason("Resolved")}, "requestState": asked["requestState"]}
+    done = cluster.tool("close_ticket", {"ticketId": ticket_id}, **final)
+    assert done["structuredContent"]["status"] == "closed", done
+
+    # The same final round again, on each of the other replicas: the recorded outcome, no second close.
+    for _ in range(2):
+        replayed = cluster.tool("close_ticket", {"ticketId": ticket_id}, **final)
+        assert replayed == done
+    assert _events(cluster, ticket_id) == ["created", "closed"]
+
+
+def test_a_multi_round_exchange_moves_between_replicas(cluster: Cluster) -> None:
+    name = "test_input_required_result_multi_round"
+    first = cluster.tool(name, {})
+    second = cluster.tool(
+        name,
+        {},
+        inputResponses={"step1": {"action": "accept", "content": {"name": "Ada"}}},
+        requestState=first["requestState"],
+    )
+    assert set(second["inputRequests"]) == {"step2"}
+    third = cluster.tool(
+        name,
+        {},
+        inputResponses={"step2": {"action": "accept", "content": {"color": "green"}}},
+        requestState=second["requestState"],
+    )
+    assert third["content"][0]["text"] == "Multi-round complete for Ada who likes green"
+
+
+def test_a_task_with_input_is_created_read_answered_and_finished_on_different_replicas(
+    cluster: Cluster,
+) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = [_new_ticket(cluster, customer) for _ in range(2)]
+    created = cluster.tool("bulk_close_tickets", {"customer": customer}, caps=TASK_CAPS)
+    assert created["resultType"] == "task"
+    task_id = created["taskId"]
+    waiting = cluster.wait_task(task_id, "input_required")
+    [key] = waiting["inputRequests"]
+    cluster.call("tasks/update", {"taskId": task_id, "inputResponses": {key: _confirm()}}, TASK_CAPS)
+    done = cluster.wait_task(task_id, "completed")
+    assert done["result"]["structuredContent"]["closed"] == tickets
+    for ticket_id in tickets:
+        assert _events(cluster, ticket_id) == ["created", "closed"]
+
+
+def _confirm() -> dict[str, Any]:
+    return {"action": "accept", "content": {"confirm": True}}
+
+
+def test_a_long_tool_through_mrtr_rounds_moves_between_replicas(cluster: Cluster) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    ticket_id = _new_ticket(cluster, customer)
+    reply = cluster.tool("bulk_close_tickets", {"customer": customer})
+    assert reply["resultType"] == "input_required"
+    answers = {key: _confirm() for key in reply["inputRequests"]}
+    for _ in range(10):  # state-only "not yet" rounds until the work is done, each on the next API
+        reply = cluster.tool(
+            "bulk_close_tickets",
+            {"customer": customer},
+            inputResponses=answers,
+            requestState=reply["requestState"],
+        )
+        if reply.get("resultType", "complete") == "complete":
+            break
+        answers = {}
+    assert reply["structuredContent"]["closed"] == [ticket_id], reply
+    assert _events(cluster, ticket_id) == ["created", "closed"]
+
+
+def test_a_task_is_cancelled_through_another_replica(cluster: Cluster) -> None:
+    created = cluster.tool("slow_compute", {"seconds": 60}, caps=TASK_CAPS)
+    task_id = created["taskId"]
+    cluster.wait_task(task_id, "working")
+    assert cluster.call("tasks/cancel", {"taskId": task_id}, TASK_CAPS)["resultType"] == "complete"
+    assert cluster.wait_task(task_id, "cancelled")["status"] == "cancelled"
+
+
+def test_killing_an_api_and_a_worker_mid_flow_loses_no_flow(cluster: Cluster) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = [_new_ticket(cluster, customer) for _ in range(2)]
+    task_id = cluster.tool("bulk_close_tickets", {"customer": customer}, caps=TASK_CAPS)["taskId"]
+    waiting = cluster.wait_task(task_id, "input_required")
+    mrtr_ticket = _new_ticket(cluster, f"c-{secrets.token_hex(4)}")
+    asked = cluster.tool("close_ticket", {"ticketId": mrtr_ticket})
+
+    cluster.apis[1].stop(signal.SIGKILL)
+    cluster.workers[0].stop(signal.SIGKILL)
+
+    [key] = waiting["inputRequests"]
+    cluster.call("tasks/update", {"taskId": task_id, "inputResponses": {key: _confirm()}}, TASK_CAPS)
+    final = {"inputResponses": {"close_reason": _reason("Duplicate")}, "requestState": asked["requestState"]}
+    closed = cluster.tool("close_ticket", {"ticketId": mrtr_ticket}, **final)
+    assert closed["structuredContent"]["status"] == "closed"
+    done = cluster.wait_task(task_id, "completed")
+    assert done["result"]["structuredContent"]["closed"] == tickets
+
+    # A restarted API answers a replay of the final round from the record, too.
+    cluster.apis[1] = server_ready(cluster.spawn("api"))
+    replayed = result(
+        post(
+            cluster.apis[1].url,
+            "tools/call",
+            {"name": "close_ticket", "arguments": {"ticketId": mrtr_ticket}, **final},
+            caps=FORM_CAPS,
+            headers=AUTH,
+        )
+    )
+    assert replayed == closed
+    for ticket_id in [*tickets, mrtr_ticket]:
+        assert _events(cluster, ticket_id) == ["created", "closed"]
+    assert httpx.get(f"{cluster.apis[1].base}/healthz").status_code == 200
