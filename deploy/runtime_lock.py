@@ -28,9 +28,15 @@ def canonical(name: str) -> str:
 
 
 def runtime_requirements(pyproject: str) -> list[str]:
-    """The canonical names in ``[project] dependencies`` (extras and markers dropped)."""
+    """The canonical names in ``[project] dependencies`` and in every optional extra but ``test``
+    (e.g. ``otel``, so traces work in the image); extras and markers of each entry are dropped."""
+    project = tomllib.loads(pyproject)["project"]
+    requirements = list(project["dependencies"])
+    for extra, entries in project.get("optional-dependencies", {}).items():
+        if extra != "test":
+            requirements.extend(entries)
     names = []
-    for requirement in tomllib.loads(pyproject)["project"]["dependencies"]:
+    for requirement in requirements:
         match = _NAME.match(requirement.strip())
         if match is None:
             raise ValueError(f"cannot read the requirement {requirement!r} in pyproject.toml")

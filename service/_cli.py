@@ -31,6 +31,7 @@ from service._registry import Registry
 from service._settings import Settings
 from service._temporal import build_worker, connect
 from service._tokens import AuthConfigError
+from service._tracing import TracingUnavailable, configure_tracing
 from service.tools import ToolModuleError, default_registry
 
 cli = typer.Typer(
@@ -148,7 +149,14 @@ def _launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bo
         settings = _auth_mode(settings, loopback_default=embedded)
     registry = _registry(settings)
     sock = _listen(settings) if listen else None
-    raise typer.Exit(asyncio.run(_run(settings, registry, sock=sock, worker=worker, embedded=embedded)))
+    try:
+        flush_traces = configure_tracing(settings)
+    except TracingUnavailable as exc:
+        _fail(str(exc))
+    code = asyncio.run(_run(settings, registry, sock=sock, worker=worker, embedded=embedded))
+    if flush_traces is not None:
+        flush_traces()
+    raise typer.Exit(code)
 
 
 @cli.command()

@@ -287,6 +287,7 @@ class LongTools:
         if not declares_tasks(ctx.session.client_capabilities):
             raise missing_tasks_extension()
         task_id = params.checked_task_id()
+        request_info()["task_id"] = task_id
         headers = getattr(ctx.request, "headers", None)
         named = headers.get("mcp-name") if headers is not None else None
         # SEP-2663: tasks/* carry the task id in Mcp-Name (the SDK checks it only for core methods).

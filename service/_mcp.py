@@ -13,7 +13,8 @@ import hashlib
 import hmac
 import os
 import re
-from collections.abc import Sequence
+import secrets
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -47,6 +48,7 @@ from mcp_types import Prompt as WirePrompt
 from mcp_types import Resource as WireResource
 from mcp_types import ResourceTemplate as WireResourceTemplate
 from mcp_types import Tool as WireTool
+from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
 from service._auth import caller_of, principal_of
@@ -69,7 +71,7 @@ IDEMPOTENCY_META = "longtools.dev/idempotency-key"
 same tool gets the first call's task or result instead of a second run."""
 _MAX_IDEMPOTENCY_KEY = 200
 NOT_AUTHORIZED = "Not authorized to use this tool"
-_ROUND = re.compile(r"r(\d+):")
+_ROUND = re.compile(r"r(\d+)\.([0-9a-f]{16}):")
 _STATE_REFUSED = "Invalid or expired requestState"  # the SDK's one frozen message for every refusal
 _SEALED_STATE: ContextVar[str | None] = ContextVar("longtools_sealed_state", default=None)
 
@@ -155,6 +157,7 @@ class _Observe:
             result = await call_next(ctx)
         except MCPError as exc:
             info["outcome"] = f"error {exc.error.code}"
+            _link_span(info)
             self._metrics.request(ctx.method, "error")
             if tool is not None and continuing:
                 expired = exc.error.message == _STATE_REFUSED
@@ -169,6 +172,7 @@ class _Observe:
         wire = result if isinstance(result, dict) else {}
         outcome = "tool_error" if wire.get("isError") else str(wire.get("resultType", "complete"))
         info["outcome"] = outcome
+        _link_span(info)
         self._metrics.request(ctx.method, outcome)
         if tool is not None:
             if outcome == "input_required":
@@ -178,6 +182,20 @@ class _Observe:
             elif continuing:
                 self._metrics.mrtr(tool, "completed")
         return result
+
+
+def _link_span(info: Mapping[str, Any]) -> None:
+    """Tag the SDK's span of this request (it continues the ``traceparent`` from ``_meta``) with what
+    links it to the other requests of one exchange or task."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    exchange = info.get("exchange") or info.get("task_id")
+    if exchange is not None:
+        span.set_attribute("longtools.exchange", str(exchange))
+    if info.get("round") is not None:
+        span.set_attribute("longtools.round", int(info["round"]))
+    span.set_attribute("longtools.principal", str(info.get("principal")))
 
 
 class _Inbound:
@@ -285,7 +303,9 @@ class _Handlers:
     async def _quick(self, tool: Tool, args: BaseModel, rnd: Round) -> CallToolResult | InputRequiredResult:
         """Run a quick tool's handler for one round, counting the exchange's rounds in its state."""
         assert tool.handler is not None
-        number, rnd.request_state = _unwrap_round(rnd.request_state)
+        number, exchange, rnd.request_state = _unwrap_round(rnd.request_state)
+        info = request_info()
+        info["exchange"], info["round"] = exchange, number + 1
         try:
             result = to_call_result(tool, await tool.handler(args, rnd))
         except MCPError:
@@ -301,8 +321,10 @@ class _Handlers:
             return result
         if number + 1 >= self._settings.max_rounds:
             raise rounds_exceeded(self._settings.max_rounds)
-        # Every input_required round carries a state, so every later round is single-use and counted.
-        return result.model_copy(update={"request_state": f"r{number + 1}:{result.request_state or ''}"})
+        # Every input_required round carries a state, so every later round is single-use and counted;
+        # the exchange id links its rounds in logs and traces.
+        state = f"r{number + 1}.{exchange}:{result.request_state or ''}"
+        return result.model_copy(update={"request_state": state})
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
@@ -417,12 +439,13 @@ def _resource_contents(
     return TextResourceContents(uri=uri, mime_type=mime_type, text=content)
 
 
-def _unwrap_round(state: str | None) -> tuple[int, str | None]:
-    """(rounds so far, the handler's own state) from a quick tool's plaintext state."""
+def _unwrap_round(state: str | None) -> tuple[int, str, str | None]:
+    """(rounds so far, exchange id, the handler's own state) from a quick tool's plaintext state;
+    a first round gets a new exchange id."""
     match = _ROUND.match(state or "")
-    if match is None:
-        return 0, state
-    return int(match.group(1)), state[match.end() :] or None if state is not None else None
+    if match is None or state is None:
+        return 0, secrets.token_hex(8), state
+    return int(match.group(1)), match.group(2), state[match.end() :] or None
 
 
 def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:

@@ -125,7 +125,9 @@ class Settings(BaseSettings):
     idempotency_ttl_s: float = Field(
         86_400.0,
         gt=0,
-        description="Seconds an idempotency key (and a used requestState) is remembered.",
+        description="Seconds a quick tool's idempotency key stays claimed by a call that never "
+        "finished; a finished call's outcome, and a long tool's task, are remembered until Temporal's "
+        "retention drops them.",
     )
     max_rounds: int = Field(20, ge=1, description="Most MRTR rounds one exchange may take.")
     max_input_responses: int = Field(32, ge=1, description="Most answers one request may carry.")
@@ -135,6 +137,12 @@ class Settings(BaseSettings):
         le=65535,
         description="Port on which a standalone `worker` serves Prometheus /metrics (unset: none; the "
         "API serves /metrics on its own port).",
+    )
+    traces: str = Field(
+        "off",
+        pattern=r"^(off|otlp|file:.+)$",
+        description="OpenTelemetry traces: 'off', 'otlp' (to OTEL_EXPORTER_OTLP_ENDPOINT) or 'file:PATH' "
+        "(JSON lines); needs the longtools[otel] extra.",
     )
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="'json' lines, 'console' for people, 'auto' picks console on a terminal."

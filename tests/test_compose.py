@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import yaml  # type: ignore[import-untyped]
+import yaml
 from packaging.requirements import Requirement
 
 from service._cli import cli
@@ -594,11 +594,6 @@ def test_the_image_gets_every_runtime_dependency_and_no_test_tool() -> None:
     assert {Requirement(d).name.lower() for d in declared} <= runtime
 
 
-# service/_tokens.py imports httpx, which pyproject.toml declares only in the `test` extra: the
-# image (and `pip install longtools`) lacks it until it moves to [project] dependencies.
-KNOWN_UNDECLARED = frozenset({"httpx"})
-
-
 def test_the_image_has_every_package_the_code_imports() -> None:
     sources = [path for package in FIRST_PARTY for path in (ROOT / package).rglob("*.py")]
     imported = imported_distributions(sources)
@@ -606,7 +601,7 @@ def test_the_image_has_every_package_the_code_imports() -> None:
     runtime = runtime_lock_names(
         (ROOT / "requirements.lock").read_text(), (ROOT / "pyproject.toml").read_text()
     )
-    missing = {dist: files for dist, files in imported.items() if dist not in runtime | KNOWN_UNDECLARED}
+    missing = {dist: files for dist, files in imported.items() if dist not in runtime}
     assert missing == {}, f"imported but not a runtime dependency (add to pyproject.toml): {missing}"
 
 
