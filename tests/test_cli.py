@@ -262,3 +262,28 @@ def test_serve_with_a_temporal_address_uses_that_temporal_and_starts_none(tmp_pa
         assert '"temporal_started"' not in served.log_text()
     finally:
         temporal.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (("api", "--port", "0"), {}, "authentication is not configured"),
+        (("serve", "--port", "0", "--host", "0.0.0.0"), {}, "authentication is not configured"),
+        (
+            ("api", "--port", "0", "--no-auth"),
+            {"LONGTOOLS_AUTH_TOKENS": "a-token-of-enough-length=alice"},
+            "--no-auth contradicts",
+        ),
+        (("api", "--port", "0"), {"LONGTOOLS_AUTH_TOKENS": "short=alice"}, "at least 16 characters"),
+        (("api", "--port", "0"), {"LONGTOOLS_JWT_SECRET": "too-short"}, "LONGTOOLS_JWT_SECRET"),
+        (("api", "--port", "0"), {"LONGTOOLS_JWT_JWKS": "/no/such/jwks.json"}, "cannot read"),
+        (("api", "--port", "0", "--no-auth"), {"LONGTOOLS_TRACES": "sideways"}, "traces"),
+    ],
+)
+def test_an_auth_or_tracing_setup_that_cannot_work_is_refused_in_one_line(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], says: str
+) -> None:
+    done = _run(*args, "--data-dir", str(tmp_path), "--temporal-address", "127.0.0.1:1", env=env)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr and "a-token-of-enough-length" not in done.stderr

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 
 from tests.conftest import Served, start_server
@@ -32,6 +34,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("owners")
     env = {
         "LONGTOOLS_AUTH_TOKENS": f"{ALICE}=alice,{BOB}=bob",
+        "LONGTOOLS_MAX_ROUNDS": "2",
+        "LONGTOOLS_MAX_INPUT_RESPONSES": "3",
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     server = start_server(tmp, "--conformance-fixtures", "--tools", "tests.authz_tools", env=env)
@@ -194,3 +198,48 @@ def test_a_tools_own_authorization_check_runs_again_on_every_round(served: Serve
     assert refused["isError"] is True
     assert refused["content"][0]["text"] == "Not authorized to use this tool"
     assert result(_as(ALICE, served.url, "tools/call", params, FORM_CAPS))["resultType"] == "input_required"
+
+
+def test_rounds_and_answers_per_request_are_bounded(served: Served) -> None:
+    name = "test_input_required_result_multi_round"  # asks in round 1 and again in round 2
+    first = result(_as(ALICE, served.url, "tools/call", {"name": name, "arguments": {}}, FORM_CAPS))
+    step1 = {"step1": {"action": "accept", "content": {"name": "Ada"}}}
+    params = {"name": name, "arguments": {}, "inputResponses": step1, "requestState": first["requestState"]}
+    assert error(_as(ALICE, served.url, "tools/call", params, FORM_CAPS), 400) == {
+        "code": -32602,
+        "message": "This call took more than 2 rounds of questions; call the tool again",
+    }
+    many = {f"k{index}": {"action": "decline"} for index in range(4)}
+    params = {"name": "guarded_note", "arguments": {"text": "x"}, "inputResponses": many}
+    assert error(_as(ALICE, served.url, "tools/call", params, FORM_CAPS), 400) == {
+        "code": -32602,
+        "message": "inputResponses holds more than 3 answers",
+    }
+
+
+def test_jwt_bearer_tokens_are_checked_over_http(tmp_path: Path) -> None:
+    secret, issuer = secrets.token_urlsafe(32), "https://issuer.example"
+    env = {
+        "LONGTOOLS_JWT_SECRET": secret,
+        "LONGTOOLS_JWT_ISSUER": issuer,
+        "LONGTOOLS_JWT_AUDIENCE": "longtools",
+    }
+    server = start_server(tmp_path, env=env)
+    try:
+
+        def token(**claims: Any) -> str:
+            now = int(time.time())
+            base = {"iss": issuer, "aud": "longtools", "sub": "carol", "iat": now, "exp": now + 300}
+            return jwt.encode({**base, **claims}, secret, algorithm="HS256")
+
+        assert result(_as(token(), server.url, "tools/list", {}))["tools"]
+        for refused in (
+            token(exp=int(time.time()) - 120),
+            token(aud="someone-else"),
+            token(iss="https://evil"),
+        ):
+            assert _as(refused, server.url, "tools/list", {}).status_code == 401
+        metadata = httpx.get(f"{server.base}/.well-known/oauth-protected-resource").json()
+        assert metadata["authorization_servers"] == [issuer]
+    finally:
+        server.stop()
