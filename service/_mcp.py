@@ -275,15 +275,16 @@ class _Handlers:
             log.warning("tool_not_authorized", tool=tool.name, principal=principal_hash(caller.principal))
             return tool_error_result(NOT_AUTHORIZED)
         rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
-        key = _idempotency_key(ctx) if rnd.request_state is None else None
+        key = _idempotency_key(ctx)
         if tool.handler is None:
+            # The key names the task, also when it starts after pre-phase rounds (with a state).
             return await self._long_tools.call(ctx, tool, args, rnd, idempotency_key=key)
         sealed = _SEALED_STATE.get()
         if sealed is not None and not tool.replay_safe:
             # A continuation round of a tool with side effects runs once per sealed state: a replay,
             # on any replica and after a restart, gets the first outcome.
             claim, ttl_s = hashlib.sha256(sealed.encode()).hexdigest()[:32], self._settings.state_ttl_s
-        elif key is not None:
+        elif key is not None and sealed is None:
             claim = derive_id(self._id_secret, "call", caller.principal, tool.name, key)
             ttl_s = self._settings.idempotency_ttl_s
         else:

@@ -57,7 +57,7 @@ def derive_id(secret: bytes, *parts: str) -> str:
 class Once:
     def __init__(self, settings: Settings, client: Callable[[], Client]) -> None:
         self._settings = settings
-        self._client = client
+        self.client = client
 
     async def run(
         self,
@@ -78,7 +78,7 @@ class Once:
             MCPError: the first run's error again, or -32602 when its outcome is not known yet.
         """
         workflow_id = f"longtools-once-{claim_id}"
-        client = self._client()
+        client = self.client()
         try:
             handle: WorkflowHandle[Any, Any] = await client.start_workflow(
                 ONCE_WORKFLOW,

@@ -28,6 +28,7 @@ from temporalio.worker import Replayer, Worker
 from activities.helpdesk import HelpdeskActivities, TicketStore
 from tests.asking import AskRepeatedly
 from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
+from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, Once
 from workflows.conformance import (
     ConfirmDelete,
     DeleteInput,
@@ -49,6 +50,7 @@ WORKFLOWS: list[type] = [
     FailingJob,
     GreetTask,
     MultiInput,
+    Once,
     ProtocolErrorJob,
     SlowCompute,
 ]
@@ -231,4 +233,16 @@ async def test_ask_names_keys_uniquely_keeps_partial_answers_and_ignores_bad_one
         await handle.signal(ANSWER_SIGNAL, {"input-3": {"action": "cancel"}})
         async with asyncio.timeout(20):
             assert await handle.result() == ["accept", "decline", "cancel", "Roses"]
+    await _replay(await handle.fetch_history())
+
+
+async def test_the_once_record_replays_its_history(client: Client) -> None:
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[Once]):
+        handle: WorkflowHandle[Any, Any] = await client.start_workflow(
+            ONCE_WORKFLOW, id=f"once-{uuid.uuid4()}", task_queue=queue
+        )
+        await handle.signal(OUTCOME_SIGNAL, {"result": {"content": []}})
+        async with asyncio.timeout(20):
+            assert await handle.result() is None
     await _replay(await handle.fetch_history())
