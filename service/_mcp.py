@@ -281,12 +281,15 @@ class _Handlers:
             return await self._long_tools.call(ctx, tool, args, rnd, idempotency_key=key)
         sealed = _SEALED_STATE.get()
         if sealed is not None and not tool.replay_safe:
-            # A continuation round of a tool with side effects runs once per sealed state: a replay,
-            # on any replica and after a restart, gets the first outcome.
+            # A continuation round of a tool with side effects runs once per sealed state: a replay
+            # (same answers), on any replica and after a restart, gets the first outcome.
             claim, ttl_s = hashlib.sha256(sealed.encode()).hexdigest()[:32], self._settings.state_ttl_s
+            answers = ctx.params.get("inputResponses") if ctx.params is not None else None
+            digest, reused = args_digest(answers), _state_used
         elif key is not None and sealed is None:
             claim = derive_id(self._id_secret, "call", caller.principal, tool.name, key)
             ttl_s = self._settings.idempotency_ttl_s
+            digest, reused = args_digest(params.arguments), key_reused
         else:
             return await self._quick(tool, args, rnd)
 
@@ -296,10 +299,10 @@ class _Handlers:
         try:
             async with temporal_errors("tools/call"):
                 return await self._once.run(
-                    claim, args_digest(params.arguments), once, ttl_s=ttl_s, wait_s=self._settings.mrtr_wait_s
+                    claim, digest, once, ttl_s=ttl_s, wait_s=self._settings.mrtr_wait_s
                 )
         except KeyReused:
-            raise key_reused() from None
+            raise reused() from None
 
     async def _quick(self, tool: Tool, args: BaseModel, rnd: Round) -> CallToolResult | InputRequiredResult:
         """Run a quick tool's handler for one round, counting the exchange's rounds in its state."""
@@ -459,6 +462,13 @@ def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
             message=f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to {_MAX_IDEMPOTENCY_KEY} characters",
         )
     return value
+
+
+def _state_used() -> MCPError:
+    return MCPError(
+        code=INVALID_PARAMS,
+        message="This requestState was already used with other answers; call the tool again",
+    )
 
 
 def _wire(result: CallToolResult | InputRequiredResult) -> dict[str, Any]:

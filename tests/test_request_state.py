@@ -180,21 +180,25 @@ def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(
         replica.stop()
 
 
-def test_a_replayed_final_round_does_not_close_twice_or_change_the_closure(server: Served) -> None:
-    """Seed test matrix, "duplicate request": the side effect is idempotent, the replay harmless.
+def test_a_replayed_final_round_is_answered_from_its_record_and_other_answers_are_refused(
+    server: Served,
+) -> None:
+    """Seed test matrix, "duplicate request": the final round's state is single-use.
 
-    The exchange's id (sealed in its state) is who closed the ticket, so a replay of the same final
-    round finds its own closure and answers the same; another exchange would get a tool error.
-    (Single-use state across replicas is the production issue's; here the store is the guard.)"""
+    A replay (same state, same answers) gets the recorded outcome without running the tool again;
+    the same state with other answers is refused. Either way the ticket is closed once."""
     ticket = _create(server.url)
     state = _first_round(server.url, ticket)
     first = result(_retry(server.url, state, ticket))
     replay = result(_retry(server.url, state, ticket))
     other_answer = {"close_reason": {"action": "accept", "content": {"reason": "Cancelled"}}}
-    changed = result(_retry(server.url, state, ticket, responses=other_answer))
+    changed = _retry(server.url, state, ticket, responses=other_answer)
     assert first["structuredContent"]["closeReason"] == "Duplicate"
-    assert replay["structuredContent"] == first["structuredContent"]
-    assert changed["structuredContent"] == first["structuredContent"]
+    assert replay == first
+    assert error(changed, 400) == {
+        "code": -32602,
+        "message": "This requestState was already used with other answers; call the tool again",
+    }
     assert _closes(server.url, ticket) == 1
 
 
