@@ -37,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from service._registry import Registry, Tool, to_call_result, tool_error_result
 from service._settings import Settings
 from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR, Published
+from workflows._metrics import TOOL_MEMO
 
 log = structlog.get_logger("longtools.tasks")
 
@@ -44,7 +45,6 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
-_TOOL_MEMO = "longtools.tool"
 _OWNER_MEMO = "longtools.owner"
 _TTL_MEMO = "longtools.ttl_ms"
 _ARGS_MEMO = "longtools.args"
@@ -127,7 +127,7 @@ class Tasks:
             TaskNotFound: the existing task under ``task_id`` has expired or is not the caller's.
         """
         ttl_ms = int(self._settings.task_ttl_s * 1000)
-        memo: dict[str, Any] = {_TOOL_MEMO: tool.name, _OWNER_MEMO: principal, _TTL_MEMO: ttl_ms}
+        memo: dict[str, Any] = {TOOL_MEMO: tool.name, _OWNER_MEMO: principal, _TTL_MEMO: ttl_ms}
         if args_digest is not None:
             memo[_ARGS_MEMO] = args_digest
         try:
@@ -171,7 +171,7 @@ class Tasks:
                 raise TaskNotFound("Task not found") from None
             raise
         memo = await desc.memo()
-        tool = self._registry.tools.get(str(memo.get(_TOOL_MEMO)))
+        tool = self._registry.tools.get(str(memo.get(TOOL_MEMO)))
         if tool is None or memo.get(_OWNER_MEMO) != principal:
             raise TaskNotFound("Task not found")
         ttl_ms = int(memo.get(_TTL_MEMO, 0))

@@ -51,8 +51,8 @@ TaskStatus = Literal["completed", "failed", "cancelled"]
 class TaskMetricsInterceptor(Interceptor):
     """Worker interceptor counting every longtools task's end by tool and status, with its duration.
 
-    It assumes the Worker sets no ``workflow_failure_exception_types`` (``build_worker`` sets none);
-    a workflow class's own ``failure_exception_types`` are honoured.
+    It assumes no ``failure_exception_types`` (``build_worker`` and the workflows set none), so only
+    FailureError and TimeoutError fail a workflow.
     """
 
     def workflow_interceptor_class(
@@ -68,9 +68,9 @@ class _TaskMetricsInbound(WorkflowInboundInterceptor):
         except (Exception, asyncio.CancelledError) as exc:
             # ContinueAsNewError and the SDK's eviction error are BaseExceptions and pass untouched:
             # the run goes on (the next run counts) or the worker only dropped it from its cache.
-            _record_end(exc, input.type)
+            _record_end(exc)
             raise
-        _record_end(None, input.type)
+        _record_end(None)
         return result
 
 
@@ -88,13 +88,13 @@ def first_input_requested() -> None:
         _not_recorded()
 
 
-def _record_end(exc: BaseException | None, workflow_class: type) -> None:
+def _record_end(exc: BaseException | None) -> None:
     """Count the end of the run that ``exc`` ends (None: it returned), if it ends a longtools task."""
     if workflow.unsafe.is_replaying():
         return  # the meter would drop it anyway; an eviction counts as replaying too
     try:
         tool = _tool()
-        ended = "completed" if exc is None else _status(exc, _failure_types_of(workflow_class))
+        ended = "completed" if exc is None else _status(exc)
         if tool is None or ended is None:
             return
         meter = workflow.metric_meter()
@@ -112,17 +112,17 @@ def _not_recorded() -> None:
     workflow.logger.exception("longtools task metric not recorded")
 
 
-def _status(exc: BaseException, failure_types: tuple[type[BaseException], ...]) -> TaskStatus | None:
+def _status(exc: BaseException) -> TaskStatus | None:
     """How the task ends, as ``tasks/get`` reports it (service/_tasks.py ``_failed``), or None if it goes on.
 
-    The SDK turns a cancel into a cancelled workflow and any FailureError, TimeoutError or configured
-    failure type into a failed one (a ToolError failure is a *completed* task with ``isError``).
+    The SDK turns a cancel into a cancelled workflow and any FailureError or TimeoutError into a
+    failed one (a ToolError failure is a *completed* task with ``isError``).
     Any other exception is a bug that fails only the workflow task: Temporal retries it and the
     task continues once fixed code runs, so it is not an end.
     """
     if isinstance(exc, asyncio.CancelledError):
         return "cancelled"  # a requested cancel, or one raised by hand: both read as cancelled
-    if not isinstance(exc, (FailureError, TimeoutError, *failure_types)):
+    if not isinstance(exc, FailureError | TimeoutError):
         return None
     cause: BaseException | None = exc
     while cause is not None:
@@ -134,11 +134,6 @@ def _status(exc: BaseException, failure_types: tuple[type[BaseException], ...]) 
             return "failed"
         cause = cause.cause if isinstance(cause, FailureError) else None
     return "failed"
-
-
-def _failure_types_of(workflow_class: type) -> tuple[type[BaseException], ...]:
-    definition = workflow._Definition.from_class(workflow_class)
-    return tuple(definition.failure_exception_types) if definition is not None else ()
 
 
 def _tool() -> str | None:
