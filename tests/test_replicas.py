@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from service._devserver import DevServer, start_dev_server
@@ -42,7 +41,7 @@ class Cluster:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"LONGTOOLS_AUTH_TOKENS": f"{TOKEN}=operator", "LONGTOOLS_HELPDESK_WORK_S": "0.3"}
+        return {"LONGTOOLS_AUTH_TOKENS": f"{TOKEN}=operator", "LONGTOOLS_HELPDESK_WORK_S": "1"}
 
     def spawn(self, command: str) -> tuple[subprocess.Popen[str], Path]:
         args = [command, "--conformance-fixtures", "--temporal-address", self.temporal.address]
@@ -195,23 +194,49 @@ def test_a_task_is_cancelled_through_another_replica(cluster: Cluster) -> None:
 
 
 def test_killing_an_api_and_a_worker_mid_flow_loses_no_flow(cluster: Cluster) -> None:
-    customer = f"c-{secrets.token_hex(4)}"
-    tickets = [_new_ticket(cluster, customer) for _ in range(2)]
-    task_id = cluster.tool("bulk_close_tickets", {"customer": customer}, caps=TASK_CAPS)["taskId"]
-    waiting = cluster.wait_task(task_id, "input_required")
-    mrtr_ticket = _new_ticket(cluster, f"c-{secrets.token_hex(4)}")
-    asked = cluster.tool("close_ticket", {"ticketId": mrtr_ticket})
+    """In flight at the kill: a task closing tickets (answered, inside an activity), a task waiting
+    for its answer, a long tool's MRTR exchange between rounds, and a quick exchange between rounds."""
+    closing_customer, waiting_customer, mrtr_customer = (f"c-{secrets.token_hex(4)}" for _ in range(3))
+    closing = [_new_ticket(cluster, closing_customer) for _ in range(2)]
+    waiting_tickets = [_new_ticket(cluster, waiting_customer) for _ in range(2)]
+    mrtr_long_ticket = _new_ticket(cluster, mrtr_customer)
+    quick_ticket = _new_ticket(cluster, f"c-{secrets.token_hex(4)}")
+
+    closing_task = cluster.tool("bulk_close_tickets", {"customer": closing_customer}, caps=TASK_CAPS)[
+        "taskId"
+    ]
+    [key] = cluster.wait_task(closing_task, "input_required")["inputRequests"]
+    cluster.call("tasks/update", {"taskId": closing_task, "inputResponses": {key: _confirm()}}, TASK_CAPS)
+    waiting_task = cluster.tool("bulk_close_tickets", {"customer": waiting_customer}, caps=TASK_CAPS)[
+        "taskId"
+    ]
+    waiting = cluster.wait_task(waiting_task, "input_required")
+    long_round = cluster.tool("bulk_close_tickets", {"customer": mrtr_customer})
+    assert long_round["resultType"] == "input_required"
+    asked = cluster.tool("close_ticket", {"ticketId": quick_ticket})
 
     cluster.apis[1].stop(signal.SIGKILL)
     cluster.workers[0].stop(signal.SIGKILL)
 
     [key] = waiting["inputRequests"]
-    cluster.call("tasks/update", {"taskId": task_id, "inputResponses": {key: _confirm()}}, TASK_CAPS)
+    cluster.call("tasks/update", {"taskId": waiting_task, "inputResponses": {key: _confirm()}}, TASK_CAPS)
     final = {"inputResponses": {"close_reason": _reason("Duplicate")}, "requestState": asked["requestState"]}
-    closed = cluster.tool("close_ticket", {"ticketId": mrtr_ticket}, **final)
+    closed = cluster.tool("close_ticket", {"ticketId": quick_ticket}, **final)
     assert closed["structuredContent"]["status"] == "closed"
-    done = cluster.wait_task(task_id, "completed")
-    assert done["result"]["structuredContent"]["closed"] == tickets
+    answers = {key: _confirm() for key in long_round["inputRequests"]}
+    for _ in range(10):
+        long_round = cluster.tool(
+            "bulk_close_tickets",
+            {"customer": mrtr_customer},
+            inputResponses=answers,
+            requestState=long_round["requestState"],
+        )
+        if long_round.get("resultType", "complete") == "complete":
+            break
+        answers = {}
+    assert long_round["structuredContent"]["closed"] == [mrtr_long_ticket]
+    for task_id, tickets in ((closing_task, closing), (waiting_task, waiting_tickets)):
+        assert cluster.wait_task(task_id, "completed")["result"]["structuredContent"]["closed"] == tickets
 
     # A restarted API answers a replay of the final round from the record, too.
     cluster.apis[1] = server_ready(cluster.spawn("api"))
@@ -219,12 +244,11 @@ def test_killing_an_api_and_a_worker_mid_flow_loses_no_flow(cluster: Cluster) ->
         post(
             cluster.apis[1].url,
             "tools/call",
-            {"name": "close_ticket", "arguments": {"ticketId": mrtr_ticket}, **final},
+            {"name": "close_ticket", "arguments": {"ticketId": quick_ticket}, **final},
             caps=FORM_CAPS,
             headers=AUTH,
         )
     )
     assert replayed == closed
-    for ticket_id in [*tickets, mrtr_ticket]:
+    for ticket_id in [*closing, *waiting_tickets, mrtr_long_ticket, quick_ticket]:
         assert _events(cluster, ticket_id) == ["created", "closed"]
-    assert httpx.get(f"{cluster.apis[1].base}/healthz").status_code == 200
