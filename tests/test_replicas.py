@@ -14,7 +14,7 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,9 @@ class Cluster:
         return _until(lambda: self.task(task_id), lambda task: task["status"] == status, within)
 
 
-def _until(poll: Any, ready: Any, within: float) -> Any:
+def _until(
+    poll: Callable[[], dict[str, Any]], ready: Callable[[dict[str, Any]], bool], within: float
+) -> dict[str, Any]:
     deadline = time.monotonic() + within
     while True:
         seen = poll()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -44,7 +44,7 @@ def post(
     params: dict[str, Any] | None = None,
     *,
     caps: dict[str, Any] | None = None,
-    headers: dict[str, str | None] | None = None,
+    headers: Mapping[str, str | None] | None = None,
     with_meta: bool = True,
 ) -> httpx.Response:
     """POST one request; ``headers`` entries override the defaults (None removes one)."""
