@@ -11,7 +11,8 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -23,6 +24,7 @@ from prometheus_client import start_http_server
 from pydantic import ValidationError
 from temporalio.worker import Worker
 
+from service import _client
 from service._app import create_app
 from service._devserver import DevServerError, start_dev_server
 from service._logging import configure_logging
@@ -215,6 +217,139 @@ def worker(
 def keygen() -> None:
     """Print a new requestState key (for LONGTOOLS_STATE_KEYS)."""
     typer.echo(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+
+
+# The terminal client --------------------------------------------------------------------------
+
+_UrlArg = Annotated[str, typer.Argument(help="The server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp.")]
+_TaskIdArg = Annotated[str, typer.Argument(help="The task's id (printed when it started).")]
+_TokenOpt = Annotated[
+    str | None, typer.Option(envvar="LONGTOOLS_TOKEN", help="Bearer token [env LONGTOOLS_TOKEN].")
+]
+_AnswerOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--answer",
+        metavar="FIELD=VALUE",
+        help="Answer a form field without a prompt (repeatable); any form naming FIELD takes it.",
+    ),
+]
+_DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for unexpected errors.")]
+
+task_cli = typer.Typer(
+    name="task",
+    help="Look at, follow, answer or cancel a task on an MCP server (Tasks extension).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+cli.add_typer(task_cli)
+
+
+@cli.command()
+def call(
+    url: _UrlArg,
+    tool: Annotated[str, typer.Argument(help="The tool to call.")],
+    arguments: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[KEY=VALUE]...", help="Tool arguments, typed by the tool's input schema."),
+    ] = None,
+    json_args: Annotated[
+        str | None, typer.Option("--json", metavar="ARGS", help="Tool arguments as a JSON object.")
+    ] = None,
+    answer: _AnswerOpt = None,
+    no_task: Annotated[
+        bool, typer.Option("--no-task", help="Do not declare the tasks extension (MRTR rounds only).")
+    ] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Print the result as raw JSON.")] = False,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """Call a tool on any MCP 2026-07-28 server, answering its questions at the prompt.
+
+    A long tool runs as a task: a status line shows it working; Ctrl-C offers to cancel it or to
+    leave it running and print its id.
+    """
+    request = _client.CallRequest(
+        url=url,
+        tool=tool,
+        pairs=arguments or [],
+        json_args=json_args,
+        answers=answer or [],
+        task=not no_task,
+        token=token,
+        raw=raw,
+    )
+    _run_client(lambda terminal: _client.call(request, terminal), debug)
+
+
+@task_cli.command("get")
+def task_get(
+    url: _UrlArg,
+    task_id: _TaskIdArg,
+    raw: Annotated[bool, typer.Option("--raw", help="Print the task as raw JSON.")] = False,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """Show a task: its status, what it asks, its result."""
+    _run_client(lambda terminal: _client.task_get(url, task_id, token, raw, terminal), debug)
+
+
+@task_cli.command("watch")
+def task_watch(
+    url: _UrlArg,
+    task_id: _TaskIdArg,
+    answer: _AnswerOpt = None,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """Follow a task to its end, answering what it asks at the prompt."""
+    _run_client(lambda terminal: _client.task_watch(url, task_id, token, answer or [], terminal), debug)
+
+
+@task_cli.command("answer")
+def task_answer(
+    url: _UrlArg,
+    task_id: _TaskIdArg,
+    fields: Annotated[
+        list[str] | None, typer.Argument(metavar="[FIELD=VALUE]...", help="Form fields of the answer.")
+    ] = None,
+    json_responses: Annotated[
+        str | None,
+        typer.Option("--json", metavar="RESPONSES", help="The inputResponses object as JSON, sent as is."),
+    ] = None,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """Answer what a task asks, without prompts."""
+    _run_client(
+        lambda terminal: _client.task_answer(url, task_id, token, fields or [], json_responses, terminal),
+        debug,
+    )
+
+
+@task_cli.command("cancel")
+def task_cancel(url: _UrlArg, task_id: _TaskIdArg, token: _TokenOpt = None, debug: _DebugOpt = False) -> None:
+    """Ask the server to cancel a task."""
+    _run_client(lambda terminal: _client.task_cancel(url, task_id, token, terminal), debug)
+
+
+def _run_client(command: Callable[[_client.Terminal], Coroutine[Any, Any, int]], debug: bool) -> NoReturn:
+    terminal = _client.Terminal()
+    try:
+        code = asyncio.run(command(terminal))
+    except KeyboardInterrupt:
+        terminal.pause()
+        code = 130
+    except Exception as exc:
+        terminal.pause()
+        message = _client.explain(exc)
+        if debug:
+            traceback.print_exception(exc)
+        if message is None:
+            message = f"unexpected error ({type(exc).__name__}: {exc}); run with --debug for details"
+        typer.echo(f"longtools: {message}", err=True)
+        code = 1
+    raise typer.Exit(code)
 
 
 def _bind(host: str, port: int) -> socket.socket:

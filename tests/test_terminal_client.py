@@ -1,0 +1,255 @@
+"""``longtools call`` and ``longtools task`` as a person uses them: in a real pseudo-terminal.
+
+pexpect drives the CLI against the session's real ``longtools serve`` (and, once, against a
+server written with the official SDK's ``MCPServer``), typing answers at the prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from tests.conftest import Served, start_server, wait_for_line
+from tests.wire import TASKS_EXTENSION, get_task, post, result, wait_for_task
+
+LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
+TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+ENV = {**os.environ, "NO_COLOR": "1", "TERM": "xterm", "COLUMNS": "120", "LONGTOOLS_TOKEN": ""}
+
+
+def _spawn(*args: str) -> pexpect.spawn[str]:
+    return pexpect.spawn(LONGTOOLS, list(args), env=ENV, encoding="utf-8", timeout=40, dimensions=(40, 120))
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [LONGTOOLS, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**ENV, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _tickets(url: str, customer: str, count: int) -> list[str]:
+    made = []
+    for _ in range(count):
+        params = {"name": "create_ticket", "arguments": {"title": "Printer on fire", "customer": customer}}
+        made.append(result(post(url, "tools/call", params))["structuredContent"]["ticketId"])
+    return made
+
+
+def _events(url: str, ticket_id: str) -> list[str]:
+    got = result(post(url, "tools/call", {"name": "get_ticket", "arguments": {"ticketId": ticket_id}}))
+    return [entry["event"] for entry in got["structuredContent"]["history"]]
+
+
+def _finish(child: pexpect.spawn[str]) -> int:
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus is not None, child.signalstatus
+    return child.exitstatus
+
+
+def test_call_runs_a_long_tool_as_a_task_with_a_live_status_and_an_answer_at_the_prompt(
+    server: Served,
+) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = _tickets(server.url, customer, 2)
+    child = _spawn("call", server.url, "bulk_close_tickets", f"customer={customer}")
+    child.expect(f"Close 2 tickets for {customer}")
+    child.expect(r"\[A/d/c\]")
+    child.sendline("")  # answer
+    child.expect(r"(?i)confirm")
+    child.expect(r"\[[yY]/[nN]\]")
+    child.sendline("y")
+    child.expect(r"(?i)reason")
+    child.sendline("")  # the default reason
+    child.expect(r"task working · \d+s")  # the live status line, with the elapsed time
+    child.expect("Closed 1 of 2")
+    child.expect('"closed"')
+    assert _finish(child) == 0
+    for ticket_id in tickets:
+        assert _events(server.url, ticket_id) == ["created", "closed"]
+
+
+def test_call_answers_a_close_reason_by_picking_from_the_enum_list(server: Served) -> None:
+    [ticket_id] = _tickets(server.url, f"c-{secrets.token_hex(4)}", 1)
+    child = _spawn("call", server.url, "close_ticket", f"ticketId={ticket_id}")
+    child.expect(f"Why is ticket {ticket_id} being closed")
+    child.sendline("")
+    child.expect(r"1\W+Resolved")
+    child.expect(r"2\W+Duplicate")
+    child.expect(r"3\W+Cancelled")
+    child.sendline("2")
+    child.expect('"closeReason": "Duplicate"')
+    assert _finish(child) == 0
+    assert _events(server.url, ticket_id) == ["created", "closed"]
+
+
+def test_task_watch_picks_up_a_task_started_elsewhere_and_answers_it(server: Served) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    [ticket_id] = _tickets(server.url, customer, 1)
+    params = {"name": "bulk_close_tickets", "arguments": {"customer": customer}}
+    task_id = result(post(server.url, "tools/call", params, caps=TASK_CAPS))["taskId"]
+    child = _spawn("task", "watch", server.url, task_id)
+    child.expect(f"Close 1 ticket for {customer}")
+    child.sendline("")
+    child.expect(r"\[[yY]/[nN]\]")
+    child.sendline("yes")
+    child.expect(r"(?i)reason")
+    child.sendline("3")
+    child.expect('"reason": "Cancelled"')
+    assert _finish(child) == 0
+    assert _events(server.url, ticket_id) == ["created", "closed"]
+
+
+def test_task_answer_and_get_work_without_prompts(server: Served) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    [ticket_id] = _tickets(server.url, customer, 1)
+    params = {"name": "bulk_close_tickets", "arguments": {"customer": customer}}
+    task_id = result(post(server.url, "tools/call", params, caps=TASK_CAPS))["taskId"]
+    wait_for_task(server.url, task_id, lambda task: task["status"] == "input_required")
+    shown = _run("task", "get", server.url, task_id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"task {task_id}: input_required" in shown.stdout
+    assert f"Close 1 ticket for {customer}?" in shown.stdout
+    answered = _run("task", "answer", server.url, task_id, "confirm=yes", "reason=Duplicate")
+    assert answered.returncode == 0, answered.stderr
+    assert f"answered input; task {task_id} is" in answered.stdout
+    done = wait_for_task(server.url, task_id, lambda task: task["status"] == "completed")
+    assert done["result"]["structuredContent"]["reason"] == "Duplicate"
+    raw = _run("task", "get", server.url, task_id, "--raw")
+    assert json.loads(raw.stdout)["status"] == "completed"
+    assert _events(server.url, ticket_id) == ["created", "closed"]
+
+
+def test_task_cancel_cancels_a_running_task(server: Served) -> None:
+    params = {"name": "slow_compute", "arguments": {"seconds": 60}}
+    task_id = result(post(server.url, "tools/call", params, caps=TASK_CAPS))["taskId"]
+    cancelled = _run("task", "cancel", server.url, task_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"task {task_id}:" in cancelled.stdout
+    wait_for_task(server.url, task_id, lambda task: task["status"] == "cancelled")
+
+
+@pytest.mark.parametrize("cancel", [True, False])
+def test_ctrl_c_during_a_task_offers_to_cancel_it_or_leave_it_running(server: Served, cancel: bool) -> None:
+    child = _spawn("call", server.url, "slow_compute", "seconds=60")
+    child.expect(r"task working · \d+s")
+    child.sendintr()
+    child.expect(r"Cancel task (\S+) on the server\? \[y/N\]")
+    assert isinstance(child.match, re.Match)
+    task_id = child.match.group(1)
+    child.sendline("y" if cancel else "")
+    if cancel:
+        child.expect("cancel requested")
+        assert _finish(child) == 130
+        wait_for_task(server.url, task_id, lambda task: task["status"] == "cancelled")
+    else:
+        child.expect(f"keeps running; follow it with: longtools task watch {re.escape(server.url)} {task_id}")
+        assert _finish(child) == 130
+        assert get_task(server.url, task_id)["status"] == "working"
+        post(server.url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS)
+
+
+def test_answers_given_on_the_command_line_need_no_terminal(server: Served) -> None:
+    [ticket_id] = _tickets(server.url, f"c-{secrets.token_hex(4)}", 1)
+    done = _run(
+        "call", server.url, "close_ticket", f"ticketId={ticket_id}", "--answer", "reason=resolved", "--raw"
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["structuredContent"]["closeReason"] == "Resolved"
+    again = _run("call", server.url, "close_ticket", f"ticketId={ticket_id}")
+    assert again.returncode == 1
+    assert again.stderr == f"Ticket {ticket_id} is already closed (Resolved); nothing was changed.\n"
+    [other] = _tickets(server.url, f"c-{secrets.token_hex(4)}", 1)
+    unfit = _run("call", server.url, "close_ticket", f"ticketId={other}", "--answer", "reason=Because")
+    assert unfit.returncode == 1
+    assert unfit.stderr.startswith("longtools: --answer does not fit")
+    assert "'Because' is not one of Resolved, Duplicate, Cancelled" in unfit.stderr
+    unanswered = _run("call", server.url, "close_ticket", f"ticketId={other}")
+    assert unanswered.stderr == (
+        f"longtools: the tool asks 'Why is ticket {other} being closed?'; answer it with --answer reason=...\n"
+    )
+    assert _events(server.url, other) == ["created"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ("call", "http://127.0.0.1:1/mcp", "echo", "text=hi"),
+            "cannot connect to http://127.0.0.1:1/mcp: is the server running?",
+        ),
+        (("call", "{base}/nope", "echo", "text=hi"), "no MCP endpoint at {base}/nope (HTTP 404)"),
+        (("call", "{url}", "no_such_tool"), "the server has no tool 'no_such_tool'"),
+        (("call", "{url}", "echo", "text"), "argument 'text' is not key=value"),
+        (("call", "{url}", "slow_compute", "seconds=soon"), "argument seconds='soon' is not a valid number"),
+        (
+            ("task", "get", "{url}", "no-such-task"),
+            "task no-such-task not found: unknown, expired, or started by someone else",
+        ),
+    ],
+)
+def test_a_failure_is_one_line_that_says_what_to_do(server: Served, args: tuple[str, ...], says: str) -> None:
+    filled = [arg.format(url=server.url, base=server.base) for arg in args]
+    done = _run(*filled)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().startswith("longtools: ")
+    assert says.format(url=server.url, base=server.base) in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_missing_or_refused_token_is_named(tmp_path: Path) -> None:
+    token = secrets.token_urlsafe(24)
+    guarded = start_server(tmp_path, "--no-examples", env={"LONGTOOLS_AUTH_TOKENS": f"{token}=ops"})
+    try:
+        missing = _run("call", guarded.url, "echo", "text=hi")
+        assert "the server needs a token (HTTP 401); pass --token or set LONGTOOLS_TOKEN" in missing.stderr
+        wrong = _run("call", guarded.url, "echo", "text=hi", "--token", "not-the-token")
+        assert "the server refused the token (HTTP 401)" in wrong.stderr
+        ok = _run("call", guarded.url, "echo", "text=hi", env={"LONGTOOLS_TOKEN": token})
+        assert ok.returncode == 0, ok.stderr
+        assert '"text": "hi"' in ok.stdout
+    finally:
+        guarded.stop()
+
+
+@pytest.fixture(scope="module")
+def sdk_server() -> Iterator[str]:
+    script = Path(__file__).with_name("sdk_server.py")
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        yield wait_for_line(process, script, re.compile(r"sdk server at (\S+)"), 30)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_the_cli_works_against_a_server_built_with_the_official_sdk(sdk_server: str) -> None:
+    child = _spawn("call", sdk_server, "release", "version=1.2")
+    child.expect("Release 1.2")
+    child.sendline("")
+    child.expect(r"\[[yY]/[nN]\]")
+    child.sendline("y")
+    child.expect("released 1.2")
+    assert _finish(child) == 0
+    scripted = _run("call", sdk_server, "release", "version=2.0", "--answer", "confirm=no")
+    assert scripted.returncode == 0, scripted.stderr
+    assert "release of 2.0 called off" in scripted.stdout
