@@ -260,6 +260,9 @@ def call(
     no_task: Annotated[
         bool, typer.Option("--no-task", help="Do not declare the tasks extension (MRTR rounds only).")
     ] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="If the tool starts a task, print its id and leave it running.")
+    ] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Print the result as raw JSON.")] = False,
     token: _TokenOpt = None,
     debug: _DebugOpt = False,
@@ -278,6 +281,7 @@ def call(
         task=not no_task,
         token=token,
         raw=raw,
+        detach=detach,
     )
     _run_client(lambda terminal: _client.call(request, terminal), debug)
 

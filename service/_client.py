@@ -45,6 +45,7 @@ from rich.text import Text
 
 from service._forms import FormError, FormPrompter, content_from_pairs, missing_required, url_prompt
 from service._taskclient import (
+    Detached,
     Follower,
     TaskCancelled,
     TaskFailed,
@@ -309,10 +310,13 @@ class CallRequest:
     task: bool
     token: str | None
     raw: bool
+    detach: bool = False
 
 
 async def call(request: CallRequest, terminal: Terminal) -> int:
     terminal.answers = _pairs(request.answers, "--answer")
+    if request.detach and not request.task:
+        raise ClientError("--detach needs the tasks extension; drop --no-task")
     async with connect(request.url, request.token, terminal, tasks=request.task) as (client, follower, _):
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
         tool = listed.get(request.tool)
@@ -320,8 +324,12 @@ async def call(request: CallRequest, terminal: Terminal) -> int:
             known = ", ".join(sorted(listed)) or "none"
             raise ClientError(f"the server has no tool {request.tool!r} (it has: {known})")
         arguments = _arguments(tool.input_schema, request.pairs, request.json_args)
+        follower.detach = request.detach
         try:
             result = await client.call_tool(request.tool, arguments, progress_callback=terminal.progress)
+        except Detached as detached:
+            terminal.out.print(detached.task_id, markup=False)
+            return 0
         except asyncio.CancelledError:
             _uncancel()
             return await _interrupted(client, follower, terminal, request.url)

@@ -37,6 +37,14 @@ class TaskFailed(Exception):
         self.error = dict(error)
 
 
+class Detached(Exception):
+    """The caller asked for the task id only (``--detach``); the task keeps running."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(task_id)
+        self.task_id = task_id
+
+
 class TaskCancelled(Exception):
     """The task ended ``cancelled``."""
 
@@ -122,6 +130,8 @@ class Follower:
 
     answer: Answer
     on_update: Callable[[TaskState], None] = lambda task: None
+    detach: bool = False
+    """Stop at the task's creation (raise ``Detached``) instead of following it."""
     current: str | None = field(default=None, init=False)
     """The task being followed (set until it ends), so an interrupted CLI can name it."""
 
@@ -174,6 +184,8 @@ class TasksExtension(ClientExtension):
         return [ResultClaim(result_type="task", model=CreatedTask, resolve=self._resolve)]
 
     async def _resolve(self, created: CreatedTask, ctx: ClaimContext) -> CallToolResult:
+        if self.follower.detach:
+            raise Detached(created.task_id)
         return await self.follower.follow(ctx.session, created.task_id, created.poll_interval_ms)
 
 
