@@ -125,6 +125,18 @@ def test_task_answer_and_get_work_without_prompts(server: Served) -> None:
     assert shown.returncode == 0, shown.stderr
     assert f"task {task_id}: input_required" in shown.stdout
     assert f"Close 1 ticket for {customer}?" in shown.stdout
+    refused = _run(
+        "task",
+        "answer",
+        server.url,
+        task_id,
+        "--json",
+        '{"input": {"action": "accept", "content": {"confirm": "maybe"}}}',
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(
+        "longtools: the server refused the answer: inputResponses['input'] does not fit"
+    )
     answered = _run("task", "answer", server.url, task_id, "confirm=yes", "reason=Duplicate")
     assert answered.returncode == 0, answered.stderr
     assert f"answered input; task {task_id} is" in answered.stdout
