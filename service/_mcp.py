@@ -14,9 +14,10 @@ import hmac
 import os
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import structlog
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -51,12 +52,20 @@ from mcp_types import Tool as WireTool
 from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
-from service._auth import caller_of, principal_of
+from service._auth import Caller, caller_of, principal_of
 from service._logging import request_info
 from service._long import LongTools, temporal_errors
 from service._metrics import Metrics
 from service._once import KeyReused, Once, args_digest, derive_id, key_reused
-from service._registry import Registry, ResourceContent, Tool, ToolError, to_call_result, tool_error_result
+from service._registry import (
+    Registry,
+    ResourceContent,
+    Tool,
+    ToolError,
+    ToolReturn,
+    to_call_result,
+    tool_error_result,
+)
 from service._round import Round, rounds_exceeded
 from service._settings import Settings
 from service._tasks import Tasks
@@ -64,6 +73,7 @@ from service._tokens import principal_hash
 from workflows import ProtocolError
 
 log = structlog.get_logger("longtools.mcp")
+T = TypeVar("T")
 
 _MAX_COMPLETIONS = 100  # spec: at most 100 values per completion response
 IDEMPOTENCY_META = "longtools.dev/idempotency-key"
@@ -84,7 +94,10 @@ def build_server(
     # Idempotency ids are derived from the first key, never from the key itself (domain separation).
     id_secret = hmac.new(keys[0], b"longtools idempotency ids", hashlib.sha256).digest()
     long_tools = LongTools(settings, tasks, id_secret, metrics)
-    handlers = _Handlers(settings, registry, long_tools, Once(settings, tasks.client), id_secret)
+    hash_principal = partial(principal_hash, key=id_secret)  # logs name a principal by a keyed hash
+    handlers = _Handlers(
+        settings, registry, long_tools, Once(settings, tasks.client), id_secret, hash_principal
+    )
     server: Server[Any] = Server(
         settings.server_name,
         version=version,
@@ -103,7 +116,7 @@ def build_server(
     long_tools.install(server)
     # Outermost first: observe the outcome, refuse oversized state before spending an AEAD open on
     # it, then the SDK's boundary unseals inbound and seals outbound requestState.
-    server.middleware.append(_Observe(metrics, registry))
+    server.middleware.append(_Observe(metrics, registry, hash_principal))
     server.middleware.append(_Inbound(settings))
     server.middleware.append(
         RequestStateBoundary(state_security(settings, keys), default_audience=settings.server_name)
@@ -142,13 +155,14 @@ class _Observe:
     ``expired`` when its state was refused, ``rejected`` for any other error of a continuation.
     """
 
-    def __init__(self, metrics: Metrics, registry: Registry) -> None:
+    def __init__(self, metrics: Metrics, registry: Registry, hash_principal: Callable[[str], str]) -> None:
         self._metrics = metrics
         self._tools = registry.tools
+        self._hash = hash_principal
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         info = request_info()
-        info["principal"] = principal_hash(principal_of(ctx))
+        info["principal"] = self._hash(principal_of(ctx))
         params = ctx.params or {}
         named = params.get("name") if ctx.method == "tools/call" else None
         tool = named if isinstance(named, str) and named in self._tools else None  # labels stay bounded
@@ -230,13 +244,20 @@ class _Inbound:
 
 class _Handlers:
     def __init__(
-        self, settings: Settings, registry: Registry, long_tools: LongTools, once: Once, id_secret: bytes
+        self,
+        settings: Settings,
+        registry: Registry,
+        long_tools: LongTools,
+        once: Once,
+        id_secret: bytes,
+        hash_principal: Callable[[str], str],
     ) -> None:
         self._settings = settings
         self._registry = registry
         self._long_tools = long_tools
         self._once = once
         self._id_secret = id_secret
+        self._hash = hash_principal
 
     def tool_input_schema(self, name: str) -> dict[str, Any] | None:
         tool = self._registry.tools.get(name)
@@ -271,14 +292,13 @@ class _Handlers:
             # Bad arguments are the caller's to correct, so they are a tool error the model can read.
             return tool_error_result(f"Invalid arguments for tool {tool.name}: {_describe(exc)}")
         caller = caller_of(ctx)
-        if tool.authorize is not None and not await tool.authorize(caller, args):
-            log.warning("tool_not_authorized", tool=tool.name, principal=principal_hash(caller.principal))
+        if not await self._authorized(tool, caller, args):
             return tool_error_result(NOT_AUTHORIZED)
         rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
         key = _idempotency_key(ctx)
         if tool.handler is None:
             # The key names the task, also when it starts after pre-phase rounds (with a state).
-            return await self._long_tools.call(ctx, tool, args, rnd, idempotency_key=key)
+            return await _guarded(tool, self._long_tools.call(ctx, tool, args, rnd, idempotency_key=key))
         sealed = _SEALED_STATE.get()
         if sealed is not None and not tool.replay_safe:
             # A continuation round of a tool with side effects runs once per sealed state: a replay
@@ -310,17 +330,7 @@ class _Handlers:
         number, exchange, rnd.request_state = _unwrap_round(rnd.request_state)
         info = request_info()
         info["exchange"], info["round"] = exchange, number + 1
-        try:
-            result = to_call_result(tool, await tool.handler(args, rnd))
-        except MCPError:
-            raise
-        except ToolError as exc:
-            return tool_error_result(exc.message)
-        except ProtocolError as exc:
-            raise MCPError(code=exc.code, message=exc.message) from None
-        except Exception:  # top-level handler boundary: a crash stays in the log, never on the wire
-            log.exception("tool_crashed", tool=tool.name)
-            return tool_error_result(f"Error executing tool {tool.name}")
+        result = await _guarded(tool, _returned(tool, tool.handler(args, rnd)))
         if not isinstance(result, InputRequiredResult):
             return result
         if number + 1 >= self._settings.max_rounds:
@@ -329,6 +339,19 @@ class _Handlers:
         # the exchange id links its rounds in logs and traces.
         state = f"r{number + 1}.{exchange}:{result.request_state or ''}"
         return result.model_copy(update={"request_state": state})
+
+    async def _authorized(self, tool: Tool, caller: Caller, args: BaseModel) -> bool:
+        """The tool's own check, if any; a check that fails refuses (deny on error)."""
+        if tool.authorize is None:
+            return True
+        try:
+            allowed = await tool.authorize(caller, args)
+        except Exception:
+            log.exception("authorize_failed", tool=tool.name)
+            allowed = False
+        if not allowed:
+            log.warning("tool_not_authorized", tool=tool.name, principal=self._hash(caller.principal))
+        return allowed
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
@@ -441,6 +464,25 @@ def _resource_contents(
     if isinstance(content, bytes):
         return BlobResourceContents(uri=uri, mime_type=mime_type, blob=base64.b64encode(content).decode())
     return TextResourceContents(uri=uri, mime_type=mime_type, text=content)
+
+
+async def _returned(tool: Tool, result: Awaitable[ToolReturn]) -> CallToolResult | InputRequiredResult:
+    return to_call_result(tool, await result)
+
+
+async def _guarded(tool: Tool, work: Awaitable[T]) -> T | CallToolResult:
+    """A tool's own code (handler, pre-phase, start) with its failures mapped for the wire."""
+    try:
+        return await work
+    except MCPError:
+        raise
+    except ToolError as exc:
+        return tool_error_result(exc.message)
+    except ProtocolError as exc:
+        raise MCPError(code=exc.code, message=exc.message) from None
+    except Exception:  # top-level handler boundary: a crash stays in the log, never on the wire
+        log.exception("tool_crashed", tool=tool.name)
+        return tool_error_result(f"Error executing tool {tool.name}")
 
 
 def _unwrap_round(state: str | None) -> tuple[int, str, str | None]:

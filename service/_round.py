@@ -30,6 +30,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, ValidationError
 
+from service._auth import Caller, caller_of
 from workflows._inputs import Elicited, InputRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -92,6 +93,11 @@ class Round:
         self.input_responses: Mapping[str, Any] = input_responses or {}
         self.request_state = request_state
         """The plaintext state this server minted in the previous round (already verified), or None."""
+
+    @property
+    def caller(self) -> Caller:
+        """Who sent this round (``anonymous`` without authentication); a tool may act on it."""
+        return caller_of(self._ctx)
 
     @property
     def progress_token(self) -> str | int | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import ipaddress
 import json
 import os
@@ -97,9 +98,10 @@ def principal_id(token: AccessToken) -> str:
     return f"jwt:{issuer or ''}|{token.subject}"
 
 
-def principal_hash(principal: str) -> str:
-    """A short, stable stand-in for a principal in logs (first 16 hex chars of its SHA-256)."""
-    return hashlib.sha256(principal.encode()).hexdigest()[:16]
+def principal_hash(principal: str, key: bytes = b"") -> str:
+    """A short, stable stand-in for a principal in logs: 16 hex chars of its HMAC-SHA-256 under
+    ``key`` (a server secret, so whoever reads the logs cannot confirm a guessed name)."""
+    return hmac.new(key, principal.encode(), hashlib.sha256).hexdigest()[:16]
 
 
 class BearerVerifier:

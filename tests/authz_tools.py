@@ -1,15 +1,19 @@
-"""A tool with its own authorization check, loaded by the ownership tests (``--tools``).
+"""Tools with their own checks, loaded by the ownership tests (``--tools``).
 
-``guarded_note`` asks for a confirmation, then writes a note. Its check refuses any principal listed
-in ``<data-dir>/revoked.txt``, a file the test edits between rounds: a grant from round 1 must not
-carry over to round 2.
+``guarded_note`` asks for a confirmation, then writes a note for its caller. Its check refuses any
+principal listed in ``<data-dir>/revoked.txt``, a file the test edits between rounds: a grant from
+round 1 must not carry over to round 2. ``broken_check`` has a check that crashes (it must refuse),
+and ``careful_start`` is a long tool whose pre-phase refuses an empty note with a tool error.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel
+from temporalio import workflow
 
-from service import Caller, Registry, Round, Settings, ToolReturn, elicit
+# The worker re-imports this module in its workflow sandbox: the service package is passed through.
+with workflow.unsafe.imports_passed_through():
+    from service import Caller, Registry, Round, Settings, ToolError, ToolReturn, elicit
 
 
 class NoteInput(BaseModel):
@@ -20,6 +24,19 @@ class Confirm(BaseModel):
     confirm: bool
 
 
+@workflow.defn(name="tests.echo_note")
+class EchoNote:
+    @workflow.run
+    async def run(self, args: NoteInput) -> str:
+        return args.text
+
+
+async def _refuse_empty(args: NoteInput, rnd: Round) -> NoteInput:
+    if not args.text.strip():
+        raise ToolError("Say something first")
+    return args
+
+
 def register(registry: Registry, settings: Settings) -> None:
     revoked = settings.data_dir / "revoked.txt"
 
@@ -27,10 +44,20 @@ def register(registry: Registry, settings: Settings) -> None:
         listed = revoked.read_text().split() if revoked.exists() else []
         return caller.subject not in listed
 
+    async def crashes(caller: Caller, args: NoteInput) -> bool:
+        raise RuntimeError("the permission service is down")
+
     @registry.tool("guarded_note", input=NoteInput, authorize=allowed)
     async def guarded_note(args: NoteInput, rnd: Round) -> ToolReturn:
         """Writes a note after a confirmation."""
         answer = rnd.elicited("confirm", Confirm)
         if answer is None:
             return rnd.ask({"confirm": elicit(f"Write {args.text!r}?", Confirm)})
-        return f"Wrote {args.text}"
+        return f"Wrote {args.text} for {rnd.caller.subject}"
+
+    @registry.tool("broken_check", input=NoteInput, authorize=crashes)
+    async def broken_check(args: NoteInput, rnd: Round) -> ToolReturn:
+        """Never runs: its check fails."""
+        return "ran anyway"
+
+    registry.long_tool("careful_start", workflow=EchoNote, input=NoteInput, before=_refuse_empty)

@@ -243,3 +243,29 @@ def test_jwt_bearer_tokens_are_checked_over_http(tmp_path: Path) -> None:
         assert metadata["authorization_servers"] == [issuer]
     finally:
         server.stop()
+
+
+def test_a_crashing_check_refuses_and_a_pre_phase_tool_error_is_a_tool_error(served: Served) -> None:
+    broken = result(
+        _as(ALICE, served.url, "tools/call", {"name": "broken_check", "arguments": {"text": "x"}})
+    )
+    assert broken["isError"] is True and broken["content"][0]["text"] == "Not authorized to use this tool"
+    refused = result(
+        _as(ALICE, served.url, "tools/call", {"name": "careful_start", "arguments": {"text": " "}}, TASK_CAPS)
+    )
+    assert refused["isError"] is True and refused["content"][0]["text"] == "Say something first"
+    started = result(
+        _as(
+            ALICE, served.url, "tools/call", {"name": "careful_start", "arguments": {"text": "hi"}}, TASK_CAPS
+        )
+    )
+    assert started["resultType"] == "task"
+
+
+def test_a_quick_tool_knows_its_caller(served: Served) -> None:
+    params: dict[str, Any] = {"name": "guarded_note", "arguments": {"text": "hello"}}
+    asked = result(_as(ALICE, served.url, "tools/call", params, FORM_CAPS))
+    confirm = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+    final = {**params, "inputResponses": confirm, "requestState": asked["requestState"]}
+    done = result(_as(ALICE, served.url, "tools/call", final, FORM_CAPS))
+    assert done["content"][0]["text"] == "Wrote hello for alice"

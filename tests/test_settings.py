@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import re
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -59,10 +57,3 @@ def test_host_and_origin_lists_come_comma_separated_from_the_environment(
 
 def test_the_secret_never_shows_in_repr() -> None:
     assert KEY_A not in repr(Settings(state_keys=KEY_A))
-
-
-def test_the_readme_configuration_table_lists_every_setting_and_nothing_else() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"^\| `LONGTOOLS_([A-Z_]+)` \|", table, flags=re.MULTILINE))
-    assert listed == {name.upper() for name in Settings.model_fields}

@@ -192,9 +192,8 @@ def test_answers_given_on_the_command_line_need_no_terminal(server: Served) -> N
     assert unfit.stderr.startswith("longtools: --answer does not fit")
     assert "'Because' is not one of Resolved, Duplicate, Cancelled" in unfit.stderr
     unanswered = _run("call", server.url, "close_ticket", f"ticketId={other}")
-    assert unanswered.stderr == (
-        f"longtools: the tool asks 'Why is ticket {other} being closed?'; answer it with --answer reason=...\n"
-    )
+    question = f"Why is ticket {other} being closed?"
+    assert unanswered.stderr == f"longtools: the tool asks {question!r}; answer it with --answer reason=...\n"
     assert _events(server.url, other) == ["created"]
 
 
