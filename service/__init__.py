@@ -23,20 +23,58 @@ A tool may pass ``authorize=check``: ``async def check(caller: Caller, args) -> 
 every round of every call, so a permission withdrawn between rounds stops the call.
 """
 
-from service._app import create_app
-from service._auth import Authorize, Caller
-from service._registry import (
-    Prompt,
-    Registry,
-    Resource,
-    ResourceTemplate,
-    Tool,
-    ToolError,
-    ToolReturn,
-)
-from service._round import Round
-from service._settings import Settings
-from workflows._inputs import Elicited, InputRequest, elicit, list_roots, sample
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from service._app import create_app
+    from service._auth import Authorize, Caller
+    from service._registry import (
+        Prompt,
+        Registry,
+        Resource,
+        ResourceTemplate,
+        Tool,
+        ToolError,
+        ToolReturn,
+    )
+    from service._round import Round
+    from service._settings import Settings
+    from workflows._inputs import Elicited, InputRequest, elicit, list_roots, sample
+
+# Loaded on first use (PEP 562): `import service._client` (the terminal client) then does not pull
+# in the server side, and `from service import Registry` in a tool module costs the same as before.
+_HOME = {
+    "create_app": "service._app",
+    "Authorize": "service._auth",
+    "Caller": "service._auth",
+    "Prompt": "service._registry",
+    "Registry": "service._registry",
+    "Resource": "service._registry",
+    "ResourceTemplate": "service._registry",
+    "Tool": "service._registry",
+    "ToolError": "service._registry",
+    "ToolReturn": "service._registry",
+    "Round": "service._round",
+    "Settings": "service._settings",
+    "Elicited": "workflows._inputs",
+    "InputRequest": "workflows._inputs",
+    "elicit": "workflows._inputs",
+    "list_roots": "workflows._inputs",
+    "sample": "workflows._inputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'service' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Authorize",

@@ -117,7 +117,7 @@ def test_the_listening_socket_is_tcp_so_responses_are_not_delayed() -> None:
     """Regression: with proto 0 asyncio skips TCP_NODELAY and each two-part response waited ~40 ms
     for a delayed ACK (echo p50 44 ms instead of 2 ms). Pinned here by cause, since timing belongs
     to the benchmarks, not the tests."""
-    from service._cli import _bind
+    from service._serve import bind as _bind
 
     sock = _bind("127.0.0.1", 0)
     try:

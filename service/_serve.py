@@ -1,0 +1,288 @@
+"""Running the service: settings, Temporal, a worker, the API, until stopped. The ``serve``, ``api``
+and ``worker`` commands' process.
+
+Kept apart from the command definitions (``_cli.py``) so that the terminal client's commands
+start without importing the server side (FastAPI, uvicorn, Temporal's worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import signal
+import socket
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import structlog
+import typer
+import uvicorn
+from fastapi import FastAPI
+from prometheus_client import start_http_server
+from pydantic import ValidationError
+from temporalio.worker import Worker
+
+from service._app import create_app
+from service._devserver import DevServerError, start_dev_server
+from service._logging import configure_logging
+from service._metrics import Metrics
+from service._registry import Registry
+from service._settings import Settings
+from service._temporal import build_worker, connect
+from service._tokens import AuthConfigError
+from service._tracing import TracingUnavailable, configure_tracing
+from service.tools import ToolModuleError, default_registry
+
+log = structlog.get_logger("longtools.cli")
+
+
+def _settings(**overrides: Any) -> Settings:
+    try:
+        settings = Settings(**{key: value for key, value in overrides.items() if value is not None})
+    except ValidationError as exc:
+        fail(f"invalid configuration: {_first_error(exc)}")
+    configure_logging(settings)
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create the data directory {settings.data_dir}: {exc.strerror or exc}")
+    return settings
+
+
+def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:
+    """Authentication is on with any token or JWT setting; off only when asked (or by `serve` on loopback)."""
+    if settings.auth_configured:
+        if settings.no_auth:
+            fail("--no-auth contradicts the token/JWT settings given; drop one of them")
+        return settings
+    if not settings.no_auth:
+        if not (loopback_default and _is_loopback(settings.host)):
+            fail(
+                "authentication is not configured: set LONGTOOLS_AUTH_TOKENS (token=principal,...) or "
+                "LONGTOOLS_JWT_SECRET / LONGTOOLS_JWT_JWKS, or pass --no-auth to serve everyone as one user"
+            )
+        settings = settings.model_copy(update={"no_auth": True})
+    log.warning(
+        "auth_off",
+        detail="serving without authentication: every caller is the same user and can see every task",
+    )
+    return settings
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _registry(settings: Settings) -> Registry:
+    try:
+        return default_registry(settings)
+    except ToolModuleError as exc:
+        fail(str(exc))
+
+
+def launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bool) -> NoReturn:
+    """What every command does with its options: settings, tools, socket, then run until stopped."""
+    settings = _settings(**options)
+    if listen:
+        settings = _auth_mode(settings, loopback_default=embedded)
+    registry = _registry(settings)
+    sock = _listen(settings) if listen else None
+    try:
+        flush_traces = configure_tracing(settings)
+    except TracingUnavailable as exc:
+        fail(str(exc))
+    code = asyncio.run(_run(settings, registry, sock=sock, worker=worker, embedded=embedded))
+    if flush_traces is not None:
+        flush_traces()
+    raise typer.Exit(code)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind before uvicorn starts, so a taken port is one clear line and port 0 is resolved."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets that say they are TCP,
+    # and without it every response written in two parts waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _listen(settings: Settings) -> socket.socket:
+    try:
+        return bind(settings.host, settings.port)
+    except OSError as exc:
+        fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
+
+
+async def _run(
+    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
+) -> int:
+    """Start what this command runs, in order (Temporal, worker, API), then stop it in reverse."""
+    code = await _run_parts(settings, registry, sock=sock, worker=worker, embedded=embedded)
+    if code == 0:
+        log.info("stopped")
+    return code
+
+
+async def _run_parts(
+    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
+) -> int:
+    async with contextlib.AsyncExitStack() as stack:
+        if sock is not None:
+            stack.callback(sock.close)  # closing twice is harmless; uvicorn closes it on a normal exit
+        if embedded and settings.temporal_address is None:
+            try:
+                dev = await start_dev_server(settings.data_dir / "temporal.db", port=settings.temporal_port)
+            except DevServerError as exc:
+                typer.echo(f"longtools: {exc}", err=True)
+                return 1
+            stack.callback(dev.stop)
+            settings = settings.model_copy(update={"temporal_address": dev.address})
+            log.info("temporal_started", address=dev.address, db=str(settings.data_dir / "temporal.db"))
+        if worker and sock is None and not any(tool.workflow for tool in registry.tools.values()):
+            typer.echo("longtools: no long tools are configured; a worker has nothing to run", err=True)
+            return 2
+        metrics = Metrics()
+        worker_task: asyncio.Task[None] | None = None
+        if worker:
+            # Task ends and times are recorded by the worker's workflows through this runtime; the
+            # drain moves them into the registry /metrics shows.
+            draining = asyncio.create_task(metrics.drain_forever())
+            stack.push_async_callback(_cancel, draining)
+            try:
+                client = await connect(settings, runtime=metrics.runtime())
+            except RuntimeError as exc:  # the SDK's "Failed client connect"
+                typer.echo(
+                    f"longtools: cannot reach Temporal at {settings.temporal_address}: {exc}", err=True
+                )
+                return 1
+            running = build_worker(settings, client, registry)
+            worker_task = asyncio.create_task(running.run())
+            stack.push_async_callback(_stop_worker, running, worker_task)
+        if sock is not None:
+            try:  # made only now: the app needs the embedded Temporal's address
+                app = create_app(settings, registry, metrics)
+            except AuthConfigError as exc:
+                typer.echo(f"longtools: {exc}", err=True)
+                return 2
+            return await _serve(_uvicorn(settings, app), sock, settings.host)
+        assert worker_task is not None
+        if settings.worker_metrics_port is not None:
+            server, _thread = start_http_server(
+                settings.worker_metrics_port, addr=settings.host, registry=metrics.registry
+            )
+            stack.callback(server.shutdown)
+            log.info("metrics_serving", url=f"http://{settings.host}:{server.server_port}/metrics")
+        print(  # noqa: T201
+            f"longtools worker polling task queue {settings.task_queue!r} at {settings.temporal_address}",
+            flush=True,
+        )
+        return await _until_signal_or_failure(worker_task)
+    return 0
+
+
+async def _until_signal_or_failure(worker_task: asyncio.Task[None]) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({stopped, worker_task}, return_when=asyncio.FIRST_COMPLETED)
+    failed = worker_task.done()  # a worker that stopped by itself has failed; _stop_worker says why
+    stopped.cancel()
+    return 1 if failed else 0
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
+    if not task.done():
+        await running.shutdown()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception as exc:  # a worker that died on its own: said once, then a clean exit path
+        log.error("worker_failed", error=str(exc))
+
+
+def _uvicorn(settings: Settings, app: FastAPI) -> _Server:
+    return _Server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            lifespan="on",
+            timeout_graceful_shutdown=10,
+        )
+    )
+
+
+async def _serve(server: _Server, sock: socket.socket, host: str) -> int:
+    async def run() -> int:
+        try:
+            await server.serve(sockets=[sock])
+        except SystemExit as exc:  # uvicorn's way out of a failed startup (already logged)
+            return exc.code if isinstance(exc.code, int) else 1
+        return 0 if server.started else 1
+
+    task = asyncio.create_task(run())
+    ready = asyncio.create_task(server.ready.wait())
+    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if server.started:
+        port = sock.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        print(f"longtools serving MCP at http://{shown}:{port}/mcp", flush=True)  # noqa: T201
+    return await task
+
+
+class _Server(uvicorn.Server):
+    """uvicorn that says when it accepts requests, and exits 0 (not by re-raising) on a stop signal."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.ready.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(part) for part in err["loc"])
+    return f"{where}: {err['msg']}" if where else str(err["msg"])
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"longtools: {message}", err=True)
+    raise typer.Exit(code)
