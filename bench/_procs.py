@@ -1,0 +1,161 @@
+"""Child processes of the benchmark: started in their own process group, always stopped.
+
+Every child gets ``PR_SET_PDEATHSIG`` (SIGTERM when the harness dies, even by SIGKILL) and its own
+session, so `Child.stop` can signal the whole group. Output goes to a log file in the run's
+temporary directory; readiness is a line in that log (each server prints its URL once it accepts
+connections). A child may be pinned to a set of CPUs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from bench.load import cpu_seconds, tree
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_LOG_TAIL = 2_000
+
+
+class StartFailed(Exception):
+    """A child exited or never became ready (the message ends with its log's tail)."""
+
+
+def child_setup(cpus: set[int] | None) -> Callable[[], None]:
+    """A ``preexec_fn``: die with the parent, and run on ``cpus`` when given."""
+
+    def setup() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return setup
+
+
+class Child:
+    """A running child process and its log."""
+
+    def __init__(self, name: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+        self.name = name
+        self.process = process
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log_tail(self) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-_LOG_TAIL:]
+
+    def wait_for(self, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
+        """The first log line that matches ``pattern``, waiting up to ``timeout`` seconds.
+
+        Raises:
+            StartFailed: the child exited first, or the time ran out.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(OSError):
+                found = pattern.search(self.log_path.read_text(errors="replace"))
+                if found is not None:
+                    return found
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                raise StartFailed(f"{self.name} exited with code {code}; its log ends:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise StartFailed(
+                    f"{self.name} was not ready within {timeout:g} s; its log ends:\n{self.log_tail()}"
+                )
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM to the group, then SIGKILL after ``timeout`` seconds; safe to call twice."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is still there
+        self.process.wait()
+
+
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    *,
+    log_dir: Path,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    cpus: set[int] | None = None,
+) -> Child:
+    log_path = log_dir / f"{name}.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+            preexec_fn=child_setup(cpus),  # safe: the harness runs no other threads
+        )
+    return Child(name, process, log_path)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, child: Child, timeout: float) -> None:
+    """Until 127.0.0.1:``port`` accepts a connection.
+
+    Raises:
+        StartFailed: the child exited first, or the time ran out.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        if child.process.poll() is not None:
+            raise StartFailed(
+                f"{child.name} exited with code {child.process.returncode}:\n{child.log_tail()}"
+            )
+        if time.monotonic() > deadline:
+            raise StartFailed(
+                f"{child.name} did not listen on {port} within {timeout:g} s:\n{child.log_tail()}"
+            )
+        time.sleep(0.05)
+
+
+def wait_idle(pids: list[int], *, share: float = 0.05, window: float = 0.5, timeout: float = 60.0) -> float:
+    """Until ``pids`` (with descendants) use less than ``share`` of a core over ``window`` seconds,
+    at most ``timeout`` seconds; returns the seconds waited. Keeps a backlog one run left behind
+    (e.g. Temporal finishing workflows) out of the next run's window."""
+    started = time.monotonic()
+    group = tree(pids)
+    before = cpu_seconds(group)
+    while time.monotonic() - started < timeout:
+        time.sleep(window)
+        after = cpu_seconds(group)
+        if after - before < share * window:
+            break
+        before = after
+    return time.monotonic() - started

@@ -1,0 +1,1 @@
+"""The servers the benchmark starts, one process each: the floor, the peers and longtools' tools."""

@@ -1,0 +1,82 @@
+"""longtools' side of the benchmark: a tool module (``--tools bench.servers.longtools_tools``).
+
+B1 uses the built-in ``echo``. For B2 there are two copies of one quick tool that asks one form
+question and then returns the text, as the peers' ``confirm`` does:
+
+- ``confirm`` is annotated ``idempotentHint``: its final round may run again on a replay, so
+  longtools keeps no record of it;
+- ``confirm_once`` has no annotations: longtools makes its final round single-use by recording it
+  in Temporal (a ``longtools.Once`` workflow started and signalled per exchange).
+
+``noop`` is a long tool whose workflow returns at once: ``longtools worker`` refuses to start
+without a long tool, and it is the subject of the task benchmarks.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from mcp_types import ToolAnnotations
+
+    from service import Registry, Round, Settings, ToolError, ToolReturn, elicit
+
+
+class TextInput(BaseModel):
+    text: str = Field(max_length=65_536, description="Text to send back.")
+
+
+class TextOutput(BaseModel):
+    result: str
+
+
+class ConfirmForm(BaseModel):
+    confirm: bool = Field(description="Send it back?")
+
+
+class NoopInput(BaseModel):
+    pass
+
+
+class NoopOutput(BaseModel):
+    done: bool
+
+
+@workflow.defn(name="bench.noop")
+class Noop:
+    """A long tool that does nothing and finishes at once."""
+
+    @workflow.run
+    async def run(self, args: NoopInput) -> NoopOutput:
+        return NoopOutput(done=True)
+
+
+async def _confirm(args: TextInput, rnd: Round) -> ToolReturn:
+    answer = rnd.elicited("confirm", ConfirmForm)
+    if answer is None:
+        question = elicit(f"Echo {args.text}?", ConfirmForm)
+        if not rnd.supports(question):
+            raise ToolError("confirm needs a client that can answer a form")
+        return rnd.ask({"confirm": question})
+    if answer.content is not None and answer.content.confirm:
+        return TextOutput(result=args.text)
+    return TextOutput(result="declined")
+
+
+def register(registry: Registry, settings: Settings) -> None:
+    del settings
+    registry.tool(
+        "confirm",
+        input=TextInput,
+        output=TextOutput,
+        description="Return the text after the user confirms (idempotent: no single-use record).",
+        annotations=ToolAnnotations(idempotent_hint=True),
+    )(_confirm)
+    registry.tool(
+        "confirm_once",
+        input=TextInput,
+        output=TextOutput,
+        description="Return the text after the user confirms (its final round is single-use).",
+    )(_confirm)
+    registry.long_tool("noop", workflow=Noop, input=NoopInput, output=NoopOutput, task_support="optional")

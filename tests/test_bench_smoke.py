@@ -1,0 +1,62 @@
+"""The benchmark harness runs end to end with tiny counts (bench/, issue 6).
+
+Only the floor and longtools, both of which this venv has, so the test installs nothing and needs
+no network. It asserts that the harness produced its rows and that the figures are positive, never
+how fast anything was: timings are the benchmark's business, not the test suite's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.timeout(120)
+def test_a_quick_b1_run_measures_the_floor_and_longtools(tmp_path: Path) -> None:
+    """Ours: `python -m bench --quick` starts each server, checks it, loads it and writes the results."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--only",
+            "B1",
+            "--impl",
+            "floor,longtools",
+            "--out",
+            str(tmp_path),
+            "--python-peers",
+            sys.executable,
+            "--python-longtools",
+            sys.executable,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results: dict[str, Any] = json.loads((tmp_path / "latest.json").read_text())
+    rows = {row["impl"]: row for row in results["rows"]}
+    assert sorted(rows) == ["floor", "longtools"]
+    for row in rows.values():
+        assert row["scenario"] == "B1"
+        assert "problem" not in row, row["problem"]
+        for figure in ("rate", "p50_ms", "p99_ms", "server_cpu_ms", "gen_cpu_share", "rate_vs_floor"):
+            assert row[figure] > 0, (row["impl"], figure, row[figure])
+    assert rows["floor"]["rate_vs_floor"] == 1
+    for run in results["runs"]:
+        assert run["ok"] and run["errors"] == 0
+        echoed = run["answers"][0]["structuredContent"]
+        assert echoed in ({"result": "0123456789abcdef"}, {"text": "0123456789abcdef"})
+    table = (tmp_path / "latest.md").read_text()
+    assert "| Starlette floor |" in table and "| longtools api |" in table
