@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from functools import partial
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
@@ -33,6 +36,21 @@ from service.tools import default_registry
 _LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
 _PRM_PATH = "/.well-known/oauth-protected-resource"  # RFC 9728; also served with the /mcp suffix
 _LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def _may_stream(registry: Registry, method: str | None, params: Mapping[str, Any]) -> bool:
+    """Whether a request may need SSE: it asks for progress, it is a round of a long tool (held
+    open while the work runs, with keep-alive pings), or a claimed round that may wait for a
+    duplicate's outcome. Everything else is answered as plain JSON."""
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and meta.get("progressToken") is not None:
+        return True
+    if method != "tools/call":
+        return False
+    tool = registry.tools.get(str(params.get("name")))
+    if tool is None:
+        return False
+    return tool.handler is None or (params.get("requestState") is not None and not tool.replay_safe)
 
 
 def longtools_version() -> str:
@@ -76,11 +94,18 @@ def create_app(
     # Builds the SDK's session manager; its Starlette app is not used, only the manager's handler.
     server.streamable_http_app(transport_security=security, max_request_body_size=settings.max_body_bytes)
     manager = server.session_manager
+    # The same server behind the SDK's JSON-response handler, for requests that cannot stream.
+    plain = StreamableHTTPSessionManager(
+        app=server,
+        json_response=True,
+        security_settings=security,
+        max_request_body_size=settings.max_body_bytes,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         temporal.append(await connect(settings, lazy=True))
-        async with manager.run():
+        async with manager.run(), plain.run():
             app.state.ready = True
             yield
             app.state.ready = False
@@ -109,16 +134,23 @@ def create_app(
             return JSONResponse({"status": "temporal unavailable"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    endpoint: ASGIApp = manager.handle_request
+    streaming: ASGIApp = manager.handle_request
+    json_only: ASGIApp = plain.handle_request
     if settings.auth_configured:
         verifier = BearerVerifier(settings)
-        endpoint = AuthenticationMiddleware(
-            RequireBearer(endpoint, settings), backend=BearerAuthBackend(verifier)
-        )
+        backend = BearerAuthBackend(verifier)
+        streaming = AuthenticationMiddleware(RequireBearer(streaming, settings), backend=backend)
+        json_only = AuthenticationMiddleware(RequireBearer(json_only, settings), backend=backend)
         metadata = protected_resource_metadata(settings)
         for path in (_PRM_PATH, _PRM_PATH + "/mcp"):
             app.router.routes.append(Route(path, endpoint=metadata, methods=["GET"]))
         closers.append(verifier.aclose)
-    gate = McpGate(endpoint, security, max_body_bytes=settings.max_body_bytes)
+    gate = McpGate(
+        streaming,
+        security,
+        max_body_bytes=settings.max_body_bytes,
+        plain=json_only,
+        streams=partial(_may_stream, registry),
+    )
     app.router.routes.append(Route("/mcp", endpoint=gate))
     return app
