@@ -8,7 +8,6 @@ and the others answer with that record, read from the workflow's history (no wor
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
@@ -25,6 +24,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from service._settings import Settings
+from service._temporal import poll
 from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
 
 log = structlog.get_logger("longtools.once")
@@ -106,23 +106,17 @@ class Once:
         memo = await (await handle.describe()).memo()
         if memo.get(_ARGS_MEMO) != args_digest:
             raise KeyReused
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_s
-        pause = 0.02
-        while True:
-            outcome = await _signalled_outcome(client, handle)
-            if outcome is not None:
-                log.info("duplicate_answered_from_record", claim=handle.id)
-                return _replay(outcome)
-            left = deadline - loop.time()
-            if left <= 0:
-                raise MCPError(
-                    code=INVALID_PARAMS,
-                    message="An identical request is still in progress or did not finish; "
-                    "its outcome is not known. Retry later, or start a new call.",
-                )
-            await asyncio.sleep(min(pause, left))
-            pause = min(pause * 1.5, 0.25)
+        outcome = await poll(
+            lambda: _signalled_outcome(client, handle), lambda found: found is not None, wait_s
+        )
+        if outcome is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message="An identical request is still in progress or did not finish; "
+                "its outcome is not known. Retry later, or start a new call.",
+            )
+        log.info("duplicate_answered_from_record", claim=handle.id)
+        return _replay(outcome)
 
 
 async def _signalled_outcome(client: Client, handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:

@@ -8,7 +8,6 @@ every worker stopped, so ``tasks/get`` and ``tasks/update`` never wait for one.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -36,6 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from service._registry import Registry, Tool, to_call_result, tool_error_result
 from service._settings import Settings
+from service._temporal import poll
 from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR, Published
 from workflows._metrics import TOOL_MEMO
 
@@ -268,18 +268,14 @@ class Tasks:
         Polling ``DescribeWorkflowExecution`` (a few ms each) works with no worker running, which a
         query or an update would not.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within_s
-        pause = 0.02
-        while True:
+
+        async def probe() -> TaskView:
             view = await self.get(task_id, principal)
             if seen is not None:
                 await seen(view)
-            left = deadline - loop.time()
-            if done(view) or left <= 0:
-                return view
-            await asyncio.sleep(min(pause, left))
-            pause = min(pause * 1.5, 0.25)
+            return view
+
+        return await poll(probe, done, within_s)
 
 
 def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[str, Any]:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
@@ -13,6 +17,25 @@ from service._settings import Settings
 from workflows._metrics import TaskMetricsInterceptor
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
+T = TypeVar("T")
+
+
+async def poll(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], within_s: float) -> T:
+    """``probe()`` until ``done(result)`` or ``within_s`` seconds pass; returns the last result.
+
+    Temporal state the API reads (describe, history) has no push channel that works with every
+    worker down, so it is polled: every 20 ms at first, backing off to 250 ms.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    pause = 0.02
+    while True:
+        result = await probe()
+        left = deadline - loop.time()
+        if done(result) or left <= 0:
+            return result
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 1.5, 0.25)
 
 
 def unreachable(exc: BaseException) -> bool:
