@@ -162,6 +162,14 @@ class LongTools:
                 self._metrics.task_created(tool.name)
             request_info()["task_id"] = view.task_id
             if as_task:
+                if self._settings.task_inline_ms:
+                    # Work that is done at once is answered at once: the spec leaves the choice
+                    # between a task and the plain result to the server, per request.
+                    result = await self._tasks.completed_within(
+                        tool, view.task_id, self._settings.task_inline_ms / 1000
+                    )
+                    if result is not None:
+                        return result
                 # Server-directed creation: the start is durable, so tasks/get already finds it.
                 return {"resultType": "task", **view.wire(self._settings.task_poll_interval_ms)}
             return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd)

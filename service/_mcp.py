@@ -95,9 +95,8 @@ def build_server(
     id_secret = hmac.new(keys[0], b"longtools idempotency ids", hashlib.sha256).digest()
     long_tools = LongTools(settings, tasks, id_secret, metrics)
     hash_principal = partial(principal_hash, key=id_secret)  # logs name a principal by a keyed hash
-    handlers = _Handlers(
-        settings, registry, long_tools, Once(settings, tasks.client), id_secret, hash_principal
-    )
+    once = Once(settings, tasks.client, eager=tasks.eager)
+    handlers = _Handlers(settings, registry, long_tools, once, id_secret, hash_principal)
     server: Server[Any] = Server(
         settings.server_name,
         version=version,

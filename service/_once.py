@@ -55,9 +55,10 @@ def derive_id(secret: bytes, *parts: str) -> str:
 
 
 class Once:
-    def __init__(self, settings: Settings, client: Callable[[], Client]) -> None:
+    def __init__(self, settings: Settings, client: Callable[[], Client], *, eager: bool = False) -> None:
         self._settings = settings
         self.client = client
+        self.eager = eager  # a worker shares the client in this process (see Tasks.eager)
 
     async def run(
         self,
@@ -90,6 +91,7 @@ class Once:
                 # A claim whose holder died before recording lapses with its timeout; a recorded one
                 # stays (completed) until Temporal's retention removes it.
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                request_eager_start=self.eager,
             )
         except WorkflowAlreadyStartedError:
             return await self._recorded(client, client.get_workflow_handle(workflow_id), args_digest, wait_s)

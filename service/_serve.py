@@ -172,7 +172,7 @@ async def _run_parts(
             stack.push_async_callback(_stop_worker, running, worker_task)
         if sock is not None:
             try:  # made only now: the app needs the embedded Temporal's address
-                app = create_app(settings, registry, metrics)
+                app = create_app(settings, registry, metrics, worker_client=client if worker else None)
             except AuthConfigError as exc:
                 typer.echo(f"longtools: {exc}", err=True)
                 return 2

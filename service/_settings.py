@@ -78,6 +78,13 @@ class Settings(BaseSettings):
         86_400.0, gt=0, description="Seconds a task lives from its creation (its ttlMs), answered or not."
     )
     task_poll_interval_ms: int = Field(500, ge=10, description="pollIntervalMs suggested to task clients.")
+    task_inline_ms: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="Milliseconds `tools/call` waits for a long tool it started as a task to finish; "
+        "one that completes within them is answered with its result, not the task (0: always the task).",
+    )
     mrtr_wait_s: float = Field(
         30.0,
         ge=0,

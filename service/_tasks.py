@@ -8,6 +8,7 @@ every worker stopped, so ``tasks/get`` and ``tasks/update`` never wait for one.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 import jsonschema
 import structlog
-from mcp_types import CreateMessageResult, ElicitResult, ListRootsResult
+from mcp_types import CallToolResult, CreateMessageResult, ElicitResult, ListRootsResult
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
@@ -99,10 +100,14 @@ class TaskView:
 class Tasks:
     """Every task operation, over one Temporal client (connected lazily, shared by all requests)."""
 
-    def __init__(self, settings: Settings, registry: Registry, client: Callable[[], Client]) -> None:
+    def __init__(
+        self, settings: Settings, registry: Registry, client: Callable[[], Client], *, eager: bool = False
+    ) -> None:
         self._settings = settings
         self._registry = registry
         self._client = client
+        self.eager = eager
+        """Whether a worker shares ``client`` in this process, so starts may ask for eager execution."""
 
     @property
     def client(self) -> Callable[[], Client]:
@@ -143,6 +148,7 @@ class Tasks:
                 # an existing workflow, and that workflow is then the task asked for.
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                request_eager_start=self.eager,
             )
         except WorkflowAlreadyStartedError:
             if task_id is None:
@@ -160,6 +166,23 @@ class Tasks:
             args_digest=args_digest,
         )
         return view, True
+
+    async def completed_within(self, tool: Tool, task_id: str, within_s: float) -> CallToolResult | None:
+        """The task's result if it completes within ``within_s`` seconds; None otherwise.
+
+        One long poll of the workflow's close event: a task that ends otherwise (failed,
+        cancelled) or later is left for ``tasks/get`` to tell.
+        """
+        handle = self._client().get_workflow_handle(task_id, result_type=tool.output_model)
+        try:
+            value = await asyncio.wait_for(handle.result(follow_runs=False), within_s)
+        except (TimeoutError, WorkflowFailureError):
+            return None
+        try:
+            result = to_call_result(tool, value)
+        except ValidationError:
+            return None  # tasks/get reports it (and logs why)
+        return result if isinstance(result, CallToolResult) else None
 
     async def get(self, task_id: str, principal: str) -> TaskView:
         """The task as it stands now; raises TaskNotFound for anything the caller may not see."""

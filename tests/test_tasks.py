@@ -6,6 +6,8 @@ Uses the conformance fixtures (real workflows): ``slow_compute``, ``confirm_dele
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -13,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 
 from tests.conftest import Served, start_server
 from tests.wire import error, get_task, is_sse, post, result, wait_for_task
@@ -235,3 +239,45 @@ def test_malformed_tasks_params_get_an_error_that_says_what_is_wrong(
         params = {**params, "taskId": start(mcp_url, "confirm_delete", {"filename": "z"})["taskId"]}
     refused = error(post(mcp_url, method, params, caps=TASK_CAPS, headers={"mcp-name": None}), 400)
     assert refused == {"code": -32602, "message": message}
+
+
+def test_serve_hands_a_new_task_to_its_own_worker_in_the_start_response(server: Served) -> None:
+    """Eager start: `serve`'s worker shares the API's client, so Temporal's matching is skipped."""
+    task_id = start(server.url, "slow_compute", {"seconds": 0})["taskId"]
+    wait_for_task(server.url, task_id, lambda t: t["status"] == "completed")
+    started = next(line for line in server.log_text().splitlines() if '"temporal_started"' in line)
+
+    async def first_event() -> Any:
+        client = await Client.connect(json.loads(started)["address"])
+        async for event in client.get_workflow_handle(task_id).fetch_history_events():
+            return event
+
+    event = asyncio.run(first_event())
+    assert event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+    assert event.workflow_execution_started_event_attributes.eager_execution_accepted
+
+
+@pytest.fixture(scope="module")
+def inlining(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server that answers with the result when a task finishes within 1.5 s."""
+    env = {"LONGTOOLS_TASK_INLINE_MS": "1500"}
+    served = start_server(tmp_path_factory.mktemp("inlining"), "--conformance-fixtures", env=env)
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_a_task_done_within_the_inline_window_is_answered_with_its_result(inlining: Served) -> None:
+    quick = result(call(inlining.url, "slow_compute", {"seconds": 0, "label": "inline"}))
+    assert quick["resultType"] == "complete"
+    assert quick["content"] == [{"type": "text", "text": "Computed inline in 0s"}]
+    assert "taskId" not in quick
+    # Longer work, and work that fails, still come back as tasks, after the window at the latest.
+    began = time.monotonic()
+    slow = start(inlining.url, "slow_compute", {"seconds": 4, "label": "later"})
+    assert 1.4 < time.monotonic() - began < 4
+    failing = start(inlining.url, "failing_job", {})
+    done = wait_for_task(inlining.url, failing["taskId"], lambda t: t["status"] != "working")
+    assert done["status"] == "completed" and done["result"]["isError"] is True
+    post(inlining.url, "tasks/cancel", {"taskId": slow["taskId"]}, caps=TASK_CAPS)
