@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -30,36 +31,60 @@ def bind_request_info(info: dict[str, Any]) -> None:
     _REQUEST_INFO.set(info)
 
 
+class _Lines(structlog.WriteLogger):
+    """structlog's line writer on stderr, knowing its logger's name (``get_logger(name)``)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(sys.stderr)
+        self.name = str(args[0]) if args else ""
+
+
+def _add_logger_name(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    event.setdefault("logger", getattr(logger, "name", ""))
+    return event
+
+
 def configure_logging(settings: Settings) -> None:
-    """Route structlog and the stdlib (SDK, uvicorn) through one renderer on stderr."""
+    """One renderer on stderr for structlog's events and the stdlib's (SDK, uvicorn, Temporal).
+
+    structlog's own events skip the stdlib: a request's log line through ``logging`` (record,
+    handler lock, formatter) was 10% of a plain ``tools/call``'s CPU; written directly, 3%.
+    """
     use_json = settings.log_format == "json" or (settings.log_format == "auto" and not sys.stderr.isatty())
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if use_json
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
+    timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    # JSON lines carry a traceback as one string field; the console renderer prints it itself.
+    tracebacks: list[Any] = [structlog.processors.format_exc_info] if use_json else []
+    level = logging.getLevelNamesMapping()[settings.log_level.upper()]
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            _add_logger_name,
+            timestamper,
+            *tracebacks,
+            renderer,
+        ],
+        logger_factory=_Lines,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        cache_logger_on_first_use=True,
+    )
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        timestamper,
     ]
-    structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
-    )
     handler = logging.StreamHandler(sys.stderr)
-    # JSON lines carry a traceback as one string field; the console renderer prints it itself.
-    final: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
-    if use_json:
-        final.append(structlog.processors.format_exc_info)
-    final.append(renderer)
+    final: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tracebacks, renderer]
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=final))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(settings.log_level.upper())
+    root.setLevel(level)
     # uvicorn's access log would be a second line per request; ours carries more.
     logging.getLogger("uvicorn.access").disabled = True
     for name in ("uvicorn", "uvicorn.error"):

@@ -98,6 +98,7 @@ class Metrics:
             ["method", "outcome"],
             registry=self.registry,
         )
+        self._request_children: dict[tuple[str, str], Counter] = {}
         self._tasks_finished = Counter(
             TASKS_FINISHED,
             "Tasks that ended (recorded by workers), by status as tasks/get reports it",
@@ -150,7 +151,11 @@ class Metrics:
 
     def request(self, method: str, outcome: str) -> None:
         """Count one MCP request; a method outside the protocol's own counts as ``other``."""
-        self._requests.labels(method=method if method in _METHODS else "other", outcome=_clamp(outcome)).inc()
+        key = (method if method in _METHODS else "other", _clamp(outcome))
+        child = self._request_children.get(key)
+        if child is None:  # labels() locks and validates: 4% of a plain tools/call, so once per pair
+            child = self._request_children[key] = self._requests.labels(method=key[0], outcome=key[1])
+        child.inc()
 
     def runtime(self) -> Runtime:
         """The Temporal runtime to connect clients with (made on first call, then the same one).

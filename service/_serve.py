@@ -23,7 +23,7 @@ from prometheus_client import start_http_server
 from pydantic import ValidationError
 from temporalio.worker import Worker
 
-from service._app import create_app
+from service._app import create_app, front_door
 from service._devserver import DevServerError, start_dev_server
 from service._logging import configure_logging
 from service._metrics import Metrics
@@ -224,7 +224,7 @@ async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
 def _uvicorn(settings: Settings, app: FastAPI) -> _Server:
     return _Server(
         uvicorn.Config(
-            app,
+            front_door(app),
             host=settings.host,
             port=settings.port,
             log_config=None,
