@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -58,5 +59,30 @@ def test_a_field_a_form_cannot_hold_is_refused_when_the_tool_asks(model: type[Ba
 
 
 def test_a_raw_schema_is_passed_through() -> None:
-    raw = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    raw = {"type": "object", "properties": {"ok": {"title": "Ok", "type": "boolean"}}, "required": ["ok"]}
     assert _schema(raw) == raw
+
+
+def test_forms_are_made_once_per_model_and_die_with_the_model() -> None:
+    """Temporal's sandbox brings new model classes with every workflow run: none may be kept."""
+    from workflows import _inputs
+
+    def run_once() -> None:
+        class Fresh(BaseModel):
+            ok: bool
+
+        assert (
+            _schema(Fresh)
+            == _schema(Fresh)
+            == {
+                "type": "object",
+                "properties": {"ok": {"title": "Ok", "type": "boolean"}},
+                "required": ["ok"],
+            }
+        )
+
+    before = len(_inputs._FORMS)
+    for _ in range(5):
+        run_once()
+    gc.collect()
+    assert len(_inputs._FORMS) == before

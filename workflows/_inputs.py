@@ -7,7 +7,7 @@ long tools (workflow code, inside Temporal's sandbox) ask in exactly the same wo
 from __future__ import annotations
 
 import copy
-import functools
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
@@ -44,10 +44,18 @@ def elicit(message: str, schema: type[BaseModel] | Mapping[str, Any]) -> ElicitR
     return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=requested))
 
 
-@functools.cache
+_FORMS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _form(model: type[BaseModel]) -> dict[str, Any]:
     # Made once per model: pydantic's model_json_schema was 15% of a 2-round MRTR exchange's CPU.
-    return _flatten(model.model_json_schema())
+    # Weakly held: Temporal's sandbox imports a tool module afresh for every workflow run, so each
+    # run brings new model classes, which must not outlive the run (a plain cache grew by one
+    # class per parked task).
+    form = _FORMS.get(model)
+    if form is None:
+        form = _FORMS[model] = _flatten(model.model_json_schema())
+    return form
 
 
 _PRIMITIVES = {"string", "number", "integer", "boolean"}
