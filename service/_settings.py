@@ -138,6 +138,13 @@ class Settings(BaseSettings):
     )
     max_rounds: int = Field(20, ge=1, description="Most MRTR rounds one exchange may take.")
     max_input_responses: int = Field(32, ge=1, description="Most answers one request may carry.")
+    worker_cached_tasks: int = Field(
+        1000,
+        ge=0,
+        description="Tasks a worker keeps in memory between steps (Temporal's workflow cache, about "
+        "0.1 MiB each); one that is not replays its history when it next runs. Parked tasks beyond it cost "
+        "the worker no memory.",
+    )
     worker_metrics_port: int | None = Field(
         None,
         ge=0,

@@ -73,6 +73,9 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
         workflows=registry.workflows,
         activities=registry.activities,
         interceptors=[TaskMetricsInterceptor()],
+        # A task waiting for a person's answer need not stay in memory: past this many, the least
+        # recently run is dropped and replayed from its history when it runs again.
+        max_cached_workflows=settings.worker_cached_tasks,
         # A bug in workflow code (any exception but ToolError/ProtocolError) is left to Temporal's
         # default: the workflow task retries until fixed code is deployed, and the task continues
         # where it was. Failing it instead would lose every task in flight on a bad deploy.

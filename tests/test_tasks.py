@@ -11,6 +11,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -281,3 +282,20 @@ def test_a_task_done_within_the_inline_window_is_answered_with_its_result(inlini
     done = wait_for_task(inlining.url, failing["taskId"], lambda t: t["status"] != "working")
     assert done["status"] == "completed" and done["result"]["isError"] is True
     post(inlining.url, "tasks/cancel", {"taskId": slow["taskId"]}, caps=TASK_CAPS)
+
+
+def test_a_worker_that_caches_no_task_still_carries_each_task_through_its_questions(
+    tmp_path: Path,
+) -> None:
+    """LONGTOOLS_WORKER_CACHED_TASKS=0: every step replays the task's history, nothing is lost."""
+    served = start_server(tmp_path, "--conformance-fixtures", env={"LONGTOOLS_WORKER_CACHED_TASKS": "0"})
+    try:
+        task_id = start(served.url, "confirm_delete", {"filename": "a.txt"})["taskId"]
+        asked = wait_for_task(served.url, task_id, lambda t: t["status"] == "input_required")
+        (key,) = asked["inputRequests"]
+        answer = {key: {"action": "accept", "content": {"confirm": True}}}
+        post(served.url, "tasks/update", {"taskId": task_id, "inputResponses": answer}, caps=TASK_CAPS)
+        done = wait_for_task(served.url, task_id, lambda t: t["status"] == "completed")
+        assert done["result"]["isError"] is False
+    finally:
+        served.stop()
