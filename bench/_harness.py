@@ -3,9 +3,11 @@
 Every (scenario, implementation) pair runs ``rounds`` times; each round starts every server
 afresh, in an order rotated by one each round, so slow drift of the machine hits all alike. The
 measured server is pinned to CPU 0 and the load generator to CPU 1 (when there are two), so the
-two never share a core. longtools' rows run ``longtools api`` (the API process, the one measured)
-against a Temporal dev server and a ``longtools worker``, started once and shared by all its runs;
-their CPU is reported as backend CPU.
+two never share a core. What a row runs is data (`bench._scenarios.LAUNCHES`). longtools' rows run
+``longtools api`` (the API process, the one measured) against a Temporal dev server and a
+``longtools worker``; fastmcp-tasks on Redis runs against a ``redis-server``. These backends are
+started once, when a row first needs them, and shared by all later rows; their CPU is reported
+as backend CPU.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,19 +28,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import _parked
 from bench._procs import Child, StartFailed, child_setup, free_port, spawn, wait_for_port, wait_idle
 from bench._report import write_chart, write_markdown
-from bench._scenarios import PAYLOAD, SCENARIOS, Impl, Scenario
+from bench._scenarios import (
+    BACKEND_LABELS,
+    LAUNCHES,
+    PARKED,
+    PAYLOAD,
+    SCENARIOS,
+    TOOLS_MODULE,
+    Impl,
+    Launch,
+    Need,
+    Scenario,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 _URL = re.compile(r"serving MCP at http://127\.0\.0\.1:(\d+)/mcp")
 _WORKER_READY = re.compile(r"longtools worker polling")
-_TOOLS_MODULE = "bench.servers.longtools_tools"
-_PEER_MODULES = {
-    "floor": "bench.servers.floor_starlette",
-    "sdk": "bench.servers.sdk_echo",
-    "fastmcp": "bench.servers.fastmcp_echo",
-}
+# Redis's durability in the benchmark: no RDB snapshots, an append-only file fsynced once a second
+# (Redis's own recommended setting). Temporal's SQLite is stricter: synchronous=full, an fsync at
+# every commit. bench/README.md says so next to the figures.
+_REDIS_DURABILITY = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
 _VERSIONS = (
     "import importlib.metadata as m, json, sys\n"
     "names = ['mcp', 'fastmcp', 'uvicorn', 'starlette', 'h11', 'pydantic', 'anyio', 'longtools',"
@@ -60,6 +73,8 @@ class Options:
     rounds: int
     warmup_s: float
     duration_s: float
+    window_given: bool
+    """--warmup, --duration or --quick was given: every scenario uses the run's window."""
     python_peers: Path
     python_longtools: Path
     pin: bool
@@ -78,8 +93,8 @@ def parse(argv: list[str] | None = None) -> Options:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results", help="where latest.* go")
     parser.add_argument("--rounds", type=int, help="rounds per implementation (default 3; --quick 1)")
-    parser.add_argument("--warmup", type=float, help="seconds of load before the window (default 3)")
-    parser.add_argument("--duration", type=float, help="seconds in the measured window (default 10)")
+    parser.add_argument("--warmup", type=float, help="seconds of load before the window (default 2)")
+    parser.add_argument("--duration", type=float, help="seconds in the measured window (default 8)")
     parser.add_argument(
         "--python-peers", type=Path, default=Path(sys.executable), help="interpreter of the floor and peers"
     )
@@ -94,7 +109,7 @@ def parse(argv: list[str] | None = None) -> Options:
         "--no-pin", action="store_true", help="do not pin the server and the generator to CPUs"
     )
     args = parser.parse_args(argv)
-    known = {scenario.id for scenario in SCENARIOS}
+    known = {scenario.id for scenario in SCENARIOS} | {PARKED}
     only = [part.strip().upper() for part in args.only.split(",") if part.strip()] or sorted(known)
     unknown = set(only) - known
     if unknown:
@@ -105,8 +120,9 @@ def parse(argv: list[str] | None = None) -> Options:
         impls=impls,
         out=args.out,
         rounds=args.rounds or (1 if args.quick else 3),
-        warmup_s=args.warmup if args.warmup is not None else (0.5 if args.quick else 3.0),
-        duration_s=args.duration if args.duration is not None else (1.5 if args.quick else 10.0),
+        warmup_s=args.warmup if args.warmup is not None else (0.5 if args.quick else 2.0),
+        duration_s=args.duration if args.duration is not None else (1.5 if args.quick else 8.0),
+        window_given=args.quick or args.warmup is not None or args.duration is not None,
         python_peers=args.python_peers,
         python_longtools=args.python_longtools,
         pin=not args.no_pin and (os.cpu_count() or 1) >= 2,
@@ -124,20 +140,40 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)  # noqa: T201
 
 
-class Backend:
-    """Temporal dev server (the flags `longtools serve` uses) and a `longtools worker`."""
+class Backends:
+    """What rows need running besides themselves, each started on first need and kept to the end:
+    the Temporal dev server (the flags `longtools serve` uses), a `longtools worker`, Redis."""
 
     def __init__(self, python: Path, tmp: Path) -> None:
         self._bin = python.parent
         self._tmp = tmp
-        self._children: list[Child] = []
-        self.address = ""
+        self._children: dict[Need, Child] = {}
+        self.temporal = ""
+        """host:port of the Temporal frontend, once started."""
+        self.redis = ""
+        """redis:// URL, once started."""
 
-    @property
-    def pids(self) -> list[int]:
-        return [child.pid for child in self._children]
+    def names(self) -> dict[int, Need]:
+        return {child.pid: need for need, child in self._children.items()}
 
-    def start(self) -> None:
+    def pids(self, needs: tuple[Need, ...] | None = None) -> list[int]:
+        """The pids of ``needs`` (all started ones when None)."""
+        return [child.pid for need, child in self._children.items() if needs is None or need in needs]
+
+    def ensure(self, needs: tuple[Need, ...]) -> None:
+        for need in needs:
+            if need in self._children:
+                continue
+            say(f"starting {need} for the rows that need it")
+            if need == "temporal":
+                self._start_temporal()
+            elif need == "worker":
+                self.ensure(("temporal",))
+                self._start_worker()
+            else:
+                self._start_redis()
+
+    def _start_temporal(self) -> None:
         port = free_port()
         temporal = spawn(
             "temporal",
@@ -166,9 +202,11 @@ class Backend:
             log_dir=self._tmp,
             cwd=self._tmp,
         )
-        self._children.append(temporal)
+        self._children["temporal"] = temporal
         wait_for_port(port, temporal, 30)
-        self.address = f"127.0.0.1:{port}"
+        self.temporal = f"127.0.0.1:{port}"
+
+    def _start_worker(self) -> None:
         for attempt in range(3):  # the frontend may listen a moment before the namespace answers
             worker = spawn(
                 f"worker-{attempt}",
@@ -176,9 +214,9 @@ class Backend:
                     str(self._bin / "longtools"),
                     "worker",
                     "--tools",
-                    _TOOLS_MODULE,
+                    TOOLS_MODULE,
                     "--temporal-address",
-                    self.address,
+                    self.temporal,
                     "--data-dir",
                     str(self._tmp / "worker"),
                 ],
@@ -194,11 +232,39 @@ class Backend:
                     raise
                 time.sleep(1)
                 continue
-            self._children.append(worker)
+            self._children["worker"] = worker
             return
 
+    def _start_redis(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise StartFailed("redis-server is not installed: apt-get install -y redis-server")
+        port = free_port()
+        data = self._tmp / "redis"
+        data.mkdir(exist_ok=True)
+        redis = spawn(
+            "redis",
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(data),
+                "--daemonize",
+                "no",
+                *_REDIS_DURABILITY,
+            ],
+            log_dir=self._tmp,
+            cwd=data,
+        )
+        self._children["redis"] = redis
+        wait_for_port(port, redis, 30)
+        self.redis = f"redis://127.0.0.1:{port}/0"
+
     def stop(self) -> None:
-        for child in reversed(self._children):
+        for child in reversed(list(self._children.values())):
             child.stop()
         self._children.clear()
 
@@ -207,91 +273,124 @@ class Bench:
     def __init__(self, options: Options, tmp: Path) -> None:
         self.options = options
         self.tmp = tmp
-        self.backend: Backend | None = None
+        self.backends = Backends(options.python_longtools, tmp)
         self.server_cpus = {0} if options.pin else None
         self.generator_cpus = {1} if options.pin else None
 
-    def _backend(self) -> Backend:
-        if self.backend is None:
-            say("starting the Temporal dev server and a longtools worker for the longtools rows")
-            self.backend = Backend(self.options.python_longtools, self.tmp)
-            self.backend.start()
-        return self.backend
+    def _command(self, launch: Launch, server: str) -> tuple[list[str], dict[str, str]]:
+        """``launch``'s argv and environment, with its templates filled in."""
+        data = self.tmp / server
+        data.mkdir(exist_ok=True)
+        values = {
+            "peers_python": str(self.options.python_peers),
+            "longtools_python": str(self.options.python_longtools),
+            "longtools": str(self.options.python_longtools.parent / "longtools"),
+            "root": str(ROOT),
+            "data": str(data),
+            "temporal": self.backends.temporal,
+            "redis": self.backends.redis,
+        }
+        argv = [part.format(**values) for part in launch.argv]
+        env = {name: value.format(**values) for name, value in launch.env}
+        return argv, env
 
-    def _server(self, impl: Impl, name: str) -> Child:
-        if impl.server == "longtools":
-            backend = self._backend()
-            argv = [
-                str(self.options.python_longtools.parent / "longtools"),
-                "api",
-                "--no-auth",
-                "--port",
-                "0",
-                "--no-examples",
-                "--tools",
-                _TOOLS_MODULE,
-                "--temporal-address",
-                backend.address,
-                "--data-dir",
-                str(self.tmp / "api"),
-            ]
-            env = {"PYTHONPATH": str(ROOT), "LONGTOOLS_LOG_FORMAT": "json"}
-        else:
-            argv = [str(self.options.python_peers), "-m", _PEER_MODULES[impl.server]]
-            env = {}
-        return spawn(name, argv, log_dir=self.tmp, cwd=ROOT, env=env, cpus=self.server_cpus)
-
-    def _generate(self, spec: dict[str, Any]) -> dict[str, Any]:
-        timeout = float(spec.get("warmup_s", 0)) + float(spec.get("duration_s", 0)) + 120
+    def _run_json(
+        self, argv: list[str], spec: dict[str, Any], cpus: set[int] | None, env: dict[str, str]
+    ) -> dict[str, Any]:
+        """Run a program that reads ``spec`` on stdin and prints one JSON object."""
+        timeout = float(spec.get("warmup_s", 0)) + float(spec.get("duration_s", 0)) + 180
         done = subprocess.run(
-            [sys.executable, "-m", "bench.load"],
+            argv,
             input=json.dumps(spec),
             capture_output=True,
             text=True,
             cwd=ROOT,
+            env={**os.environ, **env},
             timeout=timeout,
             check=False,
-            preexec_fn=child_setup(self.generator_cpus),  # safe: the harness runs no other threads
+            preexec_fn=child_setup(cpus),  # safe: the harness runs no other threads
         )
         if done.returncode != 0:
-            return {"ok": False, "problem": f"the load generator failed: {done.stderr[-1000:]}"}
+            return {"ok": False, "problem": f"{argv[-1]} failed: {done.stderr[-1000:]}"}
         outcome: dict[str, Any] = json.loads(done.stdout)
         return outcome
 
+    def _generate(self, scenario: Scenario, spec: dict[str, Any]) -> dict[str, Any]:
+        module = "bench.task_load" if scenario.kind.startswith("task-") else "bench.load"
+        return self._run_json([sys.executable, "-m", module], spec, self.generator_cpus, {})
+
+    def _spec(self, scenario: Scenario, impl: Impl) -> dict[str, Any]:
+        """What the generator (or a self-measuring program) is asked to do, for the timed run."""
+        if not scenario.kind.startswith("task-"):
+            return {
+                "kind": scenario.kind,
+                "tool": impl.tool,
+                "text": PAYLOAD,
+                "connections": scenario.connections,
+                "warmup_s": self.options.warmup_s,
+                "duration_s": self.options.duration_s,
+            }
+        warmup_s, duration_s = _window(scenario, self.options)
+        spec = {
+            "kind": scenario.kind.removeprefix("task-"),
+            "tool": impl.tool,
+            "connections": scenario.connections,
+            "warmup_s": warmup_s,
+            "duration_s": duration_s,
+            **scenario.load,
+        }
+        if self.options.quick:
+            spec.update(scenario.quick_load)
+        return spec
+
     def run_one(self, scenario: Scenario, impl: Impl, round_no: int) -> dict[str, Any]:
+        record = self._run_one(scenario, impl, round_no)
+        each = record.pop("aux_cpu_each_s", None)
+        if each:  # backend CPU per operation, by backend process: {"temporal": ms, "worker": ms}
+            names = self.backends.names()
+            record["backend_cpu_ms_each"] = {
+                names.get(int(pid), pid): seconds / record["ops"] * 1000 for pid, seconds in each.items()
+            }
+        return record
+
+    def _run_one(self, scenario: Scenario, impl: Impl, round_no: int) -> dict[str, Any]:
         record: dict[str, Any] = {"scenario": scenario.id, "impl": impl.key, "round": round_no}
+        launch = LAUNCHES[impl.server]
+        spec = self._spec(scenario, impl)
         try:
-            if impl.server == "longtools":
-                self._backend()
-            if self.backend is not None:
-                record["idle_wait_s"] = round(wait_idle(self.backend.pids), 2)
-            started = time.monotonic()
-            server = self._server(impl, f"{scenario.id}-{impl.key}-{round_no}")
+            self.backends.ensure(launch.needs)
+            if self.backends.pids():
+                # Keep a backlog the last run left (e.g. Temporal finishing workflows) out of this one.
+                record["idle_wait_s"] = round(wait_idle(self.backends.pids()), 2)
         except StartFailed as exc:
             return {**record, "ok": False, "problem": str(exc)}
+        argv, env = self._command(launch, impl.server)
+        aux = self.backends.pids(launch.needs)
+        if launch.self_measured:  # no server and no check: the program fails on any error itself
+            measured = self._run_json(argv, {**spec, "port": 0, "aux_pids": aux}, self.server_cpus, env)
+            return {**record, **measured}
+        started = time.monotonic()
+        name = f"{scenario.id}-{impl.key}-{round_no}"
+        server = spawn(name, argv, log_dir=self.tmp, cwd=ROOT, env=env, cpus=self.server_cpus)
         try:
             port = int(server.wait_for(_URL, 60).group(1))
             record["server_start_s"] = round(time.monotonic() - started, 2)
-            spec: dict[str, Any] = {"port": port, "kind": scenario.kind, "tool": impl.tool, "text": PAYLOAD}
-            checked = self._generate({**spec, "check": True})
-            if not checked.get("ok"):
-                problem = (
-                    f"check failed: {checked.get('problem')}; the server's log ends:\n{server.log_tail()}"
+            spec["port"] = port
+            # B4's one run is itself validated in full; checking it first would double its time.
+            if scenario.kind != "task-input":
+                checked = self._generate(scenario, {**spec, "check": True})
+                if not checked.get("ok"):
+                    problem = (
+                        f"check failed: {checked.get('problem')}; the server's log ends:\n{server.log_tail()}"
+                    )
+                    return {**record, "ok": False, "problem": problem}
+                if round_no == 1:
+                    record["answers"] = checked["answers"]
+            measured = self._generate(scenario, {**spec, "server_pids": [server.pid], "aux_pids": aux})
+            if not measured.get("ok"):
+                measured["problem"] = (
+                    f"{measured.get('problem')}; the server's log ends:\n{server.log_tail()}"
                 )
-                return {**record, "ok": False, "problem": problem}
-            if round_no == 1:
-                record["answers"] = checked["answers"]
-            aux = self.backend.pids if self.backend is not None and impl.server == "longtools" else []
-            measured = self._generate(
-                {
-                    **spec,
-                    "connections": scenario.connections,
-                    "warmup_s": self.options.warmup_s,
-                    "duration_s": self.options.duration_s,
-                    "server_pids": [server.pid],
-                    "aux_pids": aux,
-                }
-            )
         except StartFailed as exc:
             return {**record, "ok": False, "problem": str(exc)}
         finally:
@@ -314,28 +413,61 @@ class Bench:
                 for impl in scenario.impls
                 if self.options.impls is None or impl.key in self.options.impls
             ]
-            for round_no in range(1, self.options.rounds + 1):
+            rounds = _rounds(scenario, self.options)
+            for round_no in range(1, rounds + 1):
                 shift = (round_no - 1) % max(1, len(impls))
                 for impl in impls[shift:] + impls[:shift]:
                     record = self.run_one(scenario, impl, round_no)
-                    say(_progress(scenario, impl, record, self.options.rounds))
+                    say(_progress(scenario, impl, record, rounds))
                     runs.append(record)
         return runs
 
     def close(self) -> None:
-        if self.backend is not None:
-            self.backend.stop()
+        self.backends.stop()
+
+
+def _window(scenario: Scenario, options: Options) -> tuple[float, float]:
+    """Warm-up and window seconds: the scenario's own unless the command line set them."""
+    if scenario.window is None or options.window_given:
+        return options.warmup_s, options.duration_s
+    return scenario.window
+
+
+def _rounds(scenario: Scenario, options: Options) -> int:
+    """The run's rounds; a scenario may ask for fewer (B4's runs are long)."""
+    return min(options.rounds, scenario.rounds or options.rounds)
 
 
 def _progress(scenario: Scenario, impl: Impl, record: dict[str, Any], rounds: int) -> str:
     where = f"{scenario.id} round {record['round']}/{rounds} {impl.key}"
     if not record.get("ok"):
         return f"{where}: FAILED {str(record.get('problem'))[:2000]}"
+    cpu = f"server CPU {record['server_cpu_s'] / record['ops'] * 1000:.3f} ms/op"
+    if record.get("aux_cpu_s"):
+        cpu += f", backend {record['aux_cpu_s'] / record['ops'] * 1000:.3f} ms/op"
+        each = record.get("backend_cpu_ms_each", {})
+        if len(each) > 1:
+            cpu += " (" + ", ".join(f"{name} {ms:.2f}" for name, ms in each.items()) + ")"
+    if scenario.figure == "duration":
+        figure = f"{record['mean_ms'] / 1000:.2f} s, {record['polls_per_task']:.0f} polls"
+    elif scenario.figure == "latency":
+        figure = (
+            f"p50 {record['p50_ms']:.1f} ms, p99 {record['p99_ms']:.1f} ms, "
+            f"tools/call p50 {record['create_p50_ms']:.1f} ms, {record['polls_per_task']:.2f} polls/task"
+        )
+    else:
+        figure = (
+            f"{record['rate']:,.0f} {scenario.unit}/s, p50 {record['p50_ms']:.1f} ms, "
+            f"p99 {record['p99_ms']:.1f} ms"
+        )
+        if "create_p50_ms" in record:
+            figure += (
+                f", tools/call p50 {record['create_p50_ms']:.1f} ms, "
+                f"{record['polls_per_task']:.2f} polls/task"
+            )
     return (
-        f"{where}: {record['rate']:,.0f} {scenario.unit}/s, p50 {record['p50_ms']:.1f} ms, "
-        f"p99 {record['p99_ms']:.1f} ms, "
-        f"server CPU {record['server_cpu_s'] / record['ops'] * 1000:.3f} ms/op, "
-        f"generator {record['gen_cpu_share']:.0%} of a core, other {record['other_cpu_share']:.0%}"
+        f"{where}: {figure}, {cpu}, generator {record['gen_cpu_share']:.0%} of a core, "
+        f"other {record['other_cpu_share']:.0%}"
     )
 
 
@@ -350,6 +482,7 @@ def summarize(runs: list[dict[str, Any]], options: Options) -> list[dict[str, An
             mine = [run for run in runs if run["scenario"] == scenario.id and run["impl"] == impl.key]
             if not mine:
                 continue
+            launch = LAUNCHES[impl.server]
             row: dict[str, Any] = {
                 "scenario": scenario.id,
                 "impl": impl.key,
@@ -357,45 +490,85 @@ def summarize(runs: list[dict[str, Any]], options: Options) -> list[dict[str, An
                 "role": impl.role,
                 "unit": scenario.unit,
                 "rounds": len(mine),
+                "backend": BACKEND_LABELS.get(launch.needs),
+                "self_measured": launch.self_measured,
             }
             good = [run for run in mine if run.get("ok")]
             if len(good) < len(mine):
                 row["problem"] = next(str(run.get("problem")) for run in mine if not run.get("ok"))
             if good:
-                rates = [run["rate"] for run in good]
-                row.update(
-                    rate=statistics.median(rates),
-                    rate_min=min(rates),
-                    rate_max=max(rates),
-                    p50_ms=statistics.median(run["p50_ms"] for run in good),
-                    p99_ms=statistics.median(run["p99_ms"] for run in good),
-                    server_cpu_ms=statistics.median(run["server_cpu_s"] / run["ops"] * 1000 for run in good),
-                    backend_cpu_ms=statistics.median(run["aux_cpu_s"] / run["ops"] * 1000 for run in good),
-                    server_cpu_share=statistics.median(run["server_cpu_share"] for run in good),
-                    gen_cpu_share=statistics.median(run["gen_cpu_share"] for run in good),
-                    gen_cpu_share_max=max(run["gen_cpu_share"] for run in good),
-                    other_cpu_share=statistics.median(run["other_cpu_share"] for run in good),
-                )
+                row.update(_medians(good))
             scenario_rows.append(row)
-        _ratios(scenario_rows)
+        _ratios(scenario, scenario_rows)
         rows.extend(scenario_rows)
     return rows
 
 
-def _ratios(rows: list[dict[str, Any]]) -> None:
+def _medians(good: list[dict[str, Any]]) -> dict[str, Any]:
+    rates = [run["rate"] for run in good]
+    seconds = [run["mean_ms"] / 1000 for run in good]
+    row: dict[str, Any] = {
+        "rate": statistics.median(rates),
+        "rate_min": min(rates),
+        "rate_max": max(rates),
+        "p50_ms": statistics.median(run["p50_ms"] for run in good),
+        "p99_ms": statistics.median(run["p99_ms"] for run in good),
+        "seconds": statistics.median(seconds),
+        "seconds_min": min(seconds),
+        "seconds_max": max(seconds),
+        "server_cpu_ms": statistics.median(run["server_cpu_s"] / run["ops"] * 1000 for run in good),
+        "backend_cpu_ms": statistics.median(run["aux_cpu_s"] / run["ops"] * 1000 for run in good),
+        "server_cpu_share": statistics.median(run["server_cpu_share"] for run in good),
+        "backend_cpu_share": statistics.median(run["aux_cpu_s"] / run["window_s"] for run in good),
+        "gen_cpu_share": statistics.median(run["gen_cpu_share"] for run in good),
+        "gen_cpu_share_max": max(run["gen_cpu_share"] for run in good),
+        "other_cpu_share": statistics.median(run["other_cpu_share"] for run in good),
+    }
+    each = [run["backend_cpu_ms_each"] for run in good if run.get("backend_cpu_ms_each")]
+    if each:
+        row["backend_cpu_ms_each"] = {name: statistics.median(ms[name] for ms in each) for name in each[0]}
+    if "polls_per_task" in good[0]:  # the task scenarios
+        row.update(
+            polls_per_task=statistics.median(run["polls_per_task"] for run in good),
+            create_p50_ms=statistics.median(run["create_p50_ms"] for run in good),
+            created_tasks=sum(run["created_tasks"] for run in good),
+            direct_results=sum(run["direct_results"] for run in good),
+        )
+    return row
+
+
+def _ratios(scenario: Scenario, rows: list[dict[str, Any]]) -> None:
+    """Each row against the best peer and its floor, in the direction of the scenario's figure.
+
+    A row's floor is the one its Impl names, else the scenario's first floor.
+    """
     measured = [row for row in rows if "rate" in row]
     peers = [row for row in measured if row["role"] == "peer"]
-    floors = [row for row in measured if row["role"] == "floor"]
-    best_rate = max((row["rate"] for row in peers), default=None)
+    floors = {row["impl"]: row for row in measured if row["role"] == "floor"}
+    named = {impl.key: impl.floor for impl in scenario.impls}
     best_cpu = min((row["server_cpu_ms"] for row in peers), default=None)
     for row in measured:
-        if best_rate:
-            row["rate_vs_best_peer"] = row["rate"] / best_rate
+        floor = floors.get(named.get(row["impl"]) or "", next(iter(floors.values()), None))
+        if scenario.figure == "throughput":  # higher is better: rate ÷ best
+            best = max((peer["rate"] for peer in peers), default=None)
+            if best:
+                row["rate_vs_best_peer"] = row["rate"] / best
+            if floor:
+                row["rate_vs_floor"] = row["rate"] / floor["rate"]
+        elif scenario.figure == "latency":  # lower is better: p50 ÷ best (below 1 beats it)
+            best = min((peer["p50_ms"] for peer in peers), default=None)
+            if best:
+                row["p50_vs_best_peer"] = row["p50_ms"] / best
+            if floor:
+                row["p50_vs_floor"] = row["p50_ms"] / floor["p50_ms"]
+        else:  # duration, lower is better: the speed-up, best peer's seconds ÷ this row's
+            best = min((peer["seconds"] for peer in peers), default=None)
+            if best:
+                row["speedup_vs_best_peer"] = best / row["seconds"]
         if best_cpu:
             row["cpu_vs_best_peer"] = row["server_cpu_ms"] / best_cpu
-        if floors:
-            row["rate_vs_floor"] = row["rate"] / floors[0]["rate"]
-            row["cpu_vs_floor"] = row["server_cpu_ms"] / floors[0]["server_cpu_ms"]
+        if floor:
+            row["cpu_vs_floor"] = row["server_cpu_ms"] / floor["server_cpu_ms"]
 
 
 def _versions(python: Path) -> dict[str, str]:
@@ -439,11 +612,21 @@ def meta(options: Options, started: float) -> dict[str, Any]:
         "duration_s": options.duration_s,
         "payload": PAYLOAD,
         "pinned": "server on CPU 0, load generator on CPU 1" if options.pin else "not pinned",
-        "generator": "bench/load.py (Python asyncio, raw HTTP/1.1 keep-alive)",
+        "generator": "bench/load.py and bench/task_load.py (Python asyncio, raw HTTP/1.1 keep-alive)",
+        "redis": "redis-server " + " ".join(part or '""' for part in _REDIS_DURABILITY),
         "peers_env": _versions(options.python_peers),
         "longtools_env": _versions(options.python_longtools),
         "scenarios": [
-            {"id": s.id, "title": s.title, "unit": s.unit, "connections": s.connections}
+            {
+                "id": s.id,
+                "title": s.title,
+                "figure": s.figure,
+                "unit": s.unit,
+                "connections": s.connections,
+                "rounds": _rounds(s, options),
+                "window_s": _window(s, options),
+                "load": s.load,
+            }
             for s in SCENARIOS
             if s.id in options.only
         ],
@@ -464,7 +647,10 @@ def main(argv: list[str] | None = None) -> int:
             runs = bench.run()
         finally:
             bench.close()
+        b5 = _parked_run(options, Path(tmp)) if PARKED in options.only else None
     results = {"meta": meta(options, started), "rows": summarize(runs, options), "runs": runs}
+    if b5 is not None:
+        results[PARKED] = b5
     options.out.mkdir(parents=True, exist_ok=True)
     (options.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(results, options.out / "latest.md")
@@ -475,4 +661,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     say((options.out / "latest.md").read_text())
     failed = [row for row in results["rows"] if "problem" in row]
-    return 1 if failed else 0
+    return 1 if failed or (b5 is not None and not b5.get("ok")) else 0
+
+
+def _parked_run(options: Options, tmp: Path) -> dict[str, Any]:
+    """B5 runs on processes of its own (a fresh Temporal, so it counts only its own tasks)."""
+    say("B5: parking tasks in input_required (about 5 minutes in full)")
+    sizes = {"tasks": 300, "duration_s": 5.0} if options.quick else {}
+    return _parked.run(options.python_longtools, tmp, pin=options.pin, **sizes)
