@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -29,7 +28,20 @@ from pathlib import Path
 from typing import Any
 
 from bench import _parked
-from bench._procs import Child, StartFailed, child_setup, free_port, spawn, wait_for_port, wait_idle
+from bench._procs import (
+    ROOT,
+    SERVING,
+    Child,
+    StartFailed,
+    child_setup,
+    free_port,
+    longtools_python,
+    spawn,
+    start_temporal,
+    start_worker,
+    wait_for_port,
+    wait_idle,
+)
 from bench._report import write_chart, write_markdown
 from bench._scenarios import (
     BACKEND_LABELS,
@@ -44,9 +56,6 @@ from bench._scenarios import (
     Scenario,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-_URL = re.compile(r"serving MCP at http://127\.0\.0\.1:(\d+)/mcp")
-_WORKER_READY = re.compile(r"longtools worker polling")
 # Redis's durability in the benchmark: no RDB snapshots, an append-only file fsynced once a second
 # (Redis's own recommended setting). Temporal's SQLite is stricter: synchronous=full, an fsync at
 # every commit. bench/README.md says so next to the figures.
@@ -101,7 +110,7 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument(
         "--python-longtools",
         type=Path,
-        default=_default_longtools_python(),
+        default=longtools_python(),
         help="interpreter with longtools",
     )
     parser.add_argument("--render", action="store_true", help="only redo latest.md and .png from latest.json")
@@ -129,11 +138,6 @@ def parse(argv: list[str] | None = None) -> Options:
         quick=args.quick,
         render=args.render,
     )
-
-
-def _default_longtools_python() -> Path:
-    repo_venv = ROOT / ".venv" / "bin" / "python"
-    return repo_venv if (ROOT / ".venv" / "bin" / "longtools").exists() else Path(sys.executable)
 
 
 def say(message: str) -> None:
@@ -174,66 +178,10 @@ class Backends:
                 self._start_redis()
 
     def _start_temporal(self) -> None:
-        port = free_port()
-        temporal = spawn(
-            "temporal",
-            [
-                str(self._bin / "temporal"),
-                "server",
-                "start-dev",
-                "--ip",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--db-filename",
-                str(self._tmp / "temporal.db"),
-                "--sqlite-pragma",
-                "journal_mode=wal",
-                "--sqlite-pragma",
-                "synchronous=full",
-                "--namespace",
-                "default",
-                "--log-level",
-                "warn",
-                "--headless",
-                "--dynamic-config-value",
-                "frontend.enableServerVersionCheck=false",
-            ],
-            log_dir=self._tmp,
-            cwd=self._tmp,
-        )
-        self._children["temporal"] = temporal
-        wait_for_port(port, temporal, 30)
-        self.temporal = f"127.0.0.1:{port}"
+        self._children["temporal"], self.temporal = start_temporal(self._bin, self._tmp)
 
     def _start_worker(self) -> None:
-        for attempt in range(3):  # the frontend may listen a moment before the namespace answers
-            worker = spawn(
-                f"worker-{attempt}",
-                [
-                    str(self._bin / "longtools"),
-                    "worker",
-                    "--tools",
-                    TOOLS_MODULE,
-                    "--temporal-address",
-                    self.temporal,
-                    "--data-dir",
-                    str(self._tmp / "worker"),
-                ],
-                log_dir=self._tmp,
-                cwd=ROOT,
-                env={"PYTHONPATH": str(ROOT), "LONGTOOLS_LOG_FORMAT": "json"},
-            )
-            try:
-                worker.wait_for(_WORKER_READY, 60)
-            except StartFailed:
-                worker.stop()
-                if attempt == 2:
-                    raise
-                time.sleep(1)
-                continue
-            self._children["worker"] = worker
-            return
+        self._children["worker"] = start_worker(self._bin, self._tmp, self.temporal, TOOLS_MODULE)
 
     def _start_redis(self) -> None:
         binary = shutil.which("redis-server")
@@ -373,7 +321,7 @@ class Bench:
         name = f"{scenario.id}-{impl.key}-{round_no}"
         server = spawn(name, argv, log_dir=self.tmp, cwd=ROOT, env=env, cpus=self.server_cpus)
         try:
-            port = int(server.wait_for(_URL, 60).group(1))
+            port = int(server.wait_for(SERVING, 60).group(1))
             record["server_start_s"] = round(time.monotonic() - started, 2)
             spec["port"] = port
             # B4's one run is itself validated in full; checking it first would double its time.

@@ -29,8 +29,6 @@ import asyncio
 import json
 import os
 import random
-import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -39,19 +37,31 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from bench._procs import Child, StartFailed, child_setup, free_port, spawn, wait_for_port, wait_idle
+from bench._procs import (
+    LONGTOOLS_ENV,
+    ROOT,
+    SERVING,
+    Child,
+    StartFailed,
+    child_setup,
+    longtools_python,
+    spawn,
+    start_temporal,
+    start_worker,
+    wait_idle,
+)
 from bench.load import (
     VERSION,
     Connection,
     Failed,
     busy_seconds,
     cpu_seconds,
+    own_cpu,
     percentile,
     result_of,
     tree,
 )
 
-ROOT: Final = Path(__file__).resolve().parent.parent
 TOOLS_MODULE: Final = "bench.servers.longtools_parked"
 TOOL: Final = "park"
 ROLES: Final = ("api", "worker", "temporal")
@@ -61,8 +71,6 @@ CONNECTIONS: Final = 32
 SAMPLE: Final = 100
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 CAPABILITIES: Final[dict[str, Any]] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
-_URL: Final = re.compile(r"serving MCP at http://127\.0\.0\.1:(\d+)/mcp")
-_WORKER_READY: Final = re.compile(r"longtools worker polling")
 _SETTLE_TIMEOUT_S: Final = 180.0
 _IDLE_TIMEOUT_S: Final = 120.0
 _REUSE_WITHIN_S: Final = 3.0
@@ -146,25 +154,20 @@ def _cpu(roles: Mapping[str, list[int]]) -> dict[str, float]:
     return {role: cpu_seconds(pids) for role, pids in roles.items()}
 
 
-def _own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 class _Window:
     """CPU of each role, of the generator and of the whole machine between two points in time."""
 
     def __init__(self, roots: Mapping[str, list[int]]) -> None:
         self._roles = {role: tree(pids) for role, pids in roots.items()}
         self._cpu = _cpu(self._roles)
-        self._own = _own_cpu()
+        self._own = own_cpu()
         self._busy = busy_seconds()
         self._wall = time.perf_counter()
 
     def close(self) -> dict[str, Any]:
         wall = time.perf_counter() - self._wall
         cpu = {role: seconds - self._cpu[role] for role, seconds in _cpu(self._roles).items()}
-        own = _own_cpu() - self._own
+        own = own_cpu() - self._own
         other = max(0.0, busy_seconds() - self._busy - sum(cpu.values()) - own)
         return {"wall_s": wall, "cpu_s": cpu, "gen_cpu_s": own, "other_cpu_s": other}
 
@@ -381,65 +384,8 @@ class Stack:
         return [child.pid for child in self.children.values()]
 
     def start(self) -> None:
-        port = free_port()
-        temporal = spawn(
-            "temporal",
-            [
-                str(self._bin / "temporal"),
-                "server",
-                "start-dev",
-                "--ip",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--db-filename",
-                str(self._work / "temporal.db"),
-                "--sqlite-pragma",
-                "journal_mode=wal",
-                "--sqlite-pragma",
-                "synchronous=full",
-                "--namespace",
-                "default",
-                "--log-level",
-                "warn",
-                "--headless",
-                "--dynamic-config-value",
-                "frontend.enableServerVersionCheck=false",
-            ],
-            log_dir=self._work,
-            cwd=self._work,
-        )
-        self.children["temporal"] = temporal
-        wait_for_port(port, temporal, 30)
-        address = f"127.0.0.1:{port}"
-        env = {"PYTHONPATH": str(ROOT), "LONGTOOLS_LOG_FORMAT": "json"}
-        for attempt in range(3):  # the frontend may listen a moment before the namespace answers
-            worker = spawn(
-                f"worker-{attempt}",
-                [
-                    str(self._bin / "longtools"),
-                    "worker",
-                    "--tools",
-                    TOOLS_MODULE,
-                    "--temporal-address",
-                    address,
-                    "--data-dir",
-                    str(self._work / "worker"),
-                ],
-                log_dir=self._work,
-                cwd=ROOT,
-                env=env,
-            )
-            try:
-                worker.wait_for(_WORKER_READY, 60)
-            except StartFailed:
-                worker.stop()
-                if attempt == 2:
-                    raise
-                time.sleep(1)
-                continue
-            self.children["worker"] = worker
-            break
+        self.children["temporal"], address = start_temporal(self._bin, self._work)
+        self.children["worker"] = start_worker(self._bin, self._work, address, TOOLS_MODULE)
         api = spawn(
             "api",
             [
@@ -458,11 +404,11 @@ class Stack:
             ],
             log_dir=self._work,
             cwd=ROOT,
-            env=env,
+            env=LONGTOOLS_ENV,
             cpus=self._api_cpus,
         )
         self.children["api"] = api
-        self.port = int(api.wait_for(_URL, 60).group(1))
+        self.port = int(api.wait_for(SERVING, 60).group(1))
 
     def rss(self, field: bytes = b"VmRSS:") -> dict[str, float]:
         return {role: rss_mib(pids, field) for role, pids in self.roots.items()}
@@ -708,11 +654,6 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _default_longtools_python() -> Path:
-    repo_venv = ROOT / ".venv" / "bin" / "python"
-    return repo_venv if (ROOT / ".venv" / "bin" / "longtools").exists() else Path(sys.executable)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench._parked", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, help="tasks to park (default 10,000; --quick 300)")
@@ -722,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--python-longtools",
         type=Path,
-        default=_default_longtools_python(),
+        default=longtools_python(),
         help="interpreter with longtools",
     )
     parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")

@@ -15,6 +15,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -159,3 +160,81 @@ def wait_idle(pids: list[int], *, share: float = 0.05, window: float = 0.5, time
             break
         before = after
     return time.monotonic() - started
+
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVING = re.compile(r"serving MCP at http://127\.0\.0\.1:(\d+)/mcp")
+"""The line `longtools serve`/`api` prints once it accepts connections; group 1 is the port."""
+_WORKER_READY = re.compile(r"longtools worker polling")
+LONGTOOLS_ENV: Mapping[str, str] = {"PYTHONPATH": str(ROOT), "LONGTOOLS_LOG_FORMAT": "json"}
+
+
+def longtools_python() -> Path:
+    """The repository's venv interpreter when longtools is installed there, else this one."""
+    repo_venv = ROOT / ".venv" / "bin" / "python"
+    return repo_venv if (ROOT / ".venv" / "bin" / "longtools").exists() else Path(sys.executable)
+
+
+def start_temporal(bin_dir: Path, work: Path) -> tuple[Child, str]:
+    """A Temporal dev server with the flags `longtools serve` uses; returns it and its host:port."""
+    port = free_port()
+    temporal = spawn(
+        "temporal",
+        [
+            str(bin_dir / "temporal"),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--db-filename",
+            str(work / "temporal.db"),
+            "--sqlite-pragma",
+            "journal_mode=wal",
+            "--sqlite-pragma",
+            "synchronous=full",
+            "--namespace",
+            "default",
+            "--log-level",
+            "warn",
+            "--headless",
+            "--dynamic-config-value",
+            "frontend.enableServerVersionCheck=false",
+        ],
+        log_dir=work,
+        cwd=work,
+    )
+    wait_for_port(port, temporal, 30)
+    return temporal, f"127.0.0.1:{port}"
+
+
+def start_worker(bin_dir: Path, work: Path, temporal: str, tools: str) -> Child:
+    """A `longtools worker` for the tool module ``tools``, once it polls."""
+    for attempt in range(3):  # the frontend may listen a moment before the namespace answers
+        worker = spawn(
+            f"worker-{attempt}",
+            [
+                str(bin_dir / "longtools"),
+                "worker",
+                "--tools",
+                tools,
+                "--temporal-address",
+                temporal,
+                "--data-dir",
+                str(work / "worker"),
+            ],
+            log_dir=work,
+            cwd=ROOT,
+            env=LONGTOOLS_ENV,
+        )
+        try:
+            worker.wait_for(_WORKER_READY, 60)
+        except StartFailed:
+            worker.stop()
+            if attempt == 2:
+                raise
+            time.sleep(1)
+            continue
+        return worker
+    raise AssertionError("unreachable")

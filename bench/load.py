@@ -309,7 +309,7 @@ def busy_seconds() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / _CLOCK_TICKS
 
 
-def _own_cpu() -> float:
+def own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
@@ -330,25 +330,25 @@ async def timed(spec: Spec) -> dict[str, Any]:
         server = tree(spec.server_pids)
         aux = tree(spec.aux_pids)
         server_before, aux_before = cpu_seconds(server), cpu_seconds(aux)
-        own_before, busy_before, wall_before = _own_cpu(), busy_seconds(), time.perf_counter()
+        own_before, busy_before, wall_before = own_cpu(), busy_seconds(), time.perf_counter()
         run.measuring = True
         await asyncio.sleep(spec.duration_s)
         run.measuring = False
         server_after, aux_after = cpu_seconds(server), cpu_seconds(aux)
-        own_after, busy_after, wall_after = _own_cpu(), busy_seconds(), time.perf_counter()
+        own_after, busy_after, wall_after = own_cpu(), busy_seconds(), time.perf_counter()
         run.stopping = True
         await asyncio.gather(*tasks)
     finally:
         for task in tasks:
             task.cancel()
     window = wall_after - wall_before
-    server_cpu, aux_cpu, own_cpu = (
+    server_cpu, aux_cpu, gen_cpu = (
         server_after - server_before,
         aux_after - aux_before,
         own_after - own_before,
     )
     # Whatever else ran on the machine meanwhile (other processes, kernel work not charged to ours).
-    other_cpu = max(0.0, busy_after - busy_before - server_cpu - aux_cpu - own_cpu)
+    other_cpu = max(0.0, busy_after - busy_before - server_cpu - aux_cpu - gen_cpu)
     ordered = sorted(run.latencies)
     ops = len(ordered)
     if ops == 0:
@@ -365,8 +365,8 @@ async def timed(spec: Spec) -> dict[str, Any]:
         "error_sample": run.error_sample,
         "server_cpu_s": server_cpu,
         "aux_cpu_s": aux_cpu,
-        "gen_cpu_s": own_cpu,
-        "gen_cpu_share": own_cpu / window,
+        "gen_cpu_s": gen_cpu,
+        "gen_cpu_share": gen_cpu / window,
         "server_cpu_share": server_cpu / window,
         "other_cpu_share": other_cpu / window,
     }

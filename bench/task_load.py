@@ -39,9 +39,9 @@ from bench.load import (
     VERSION,
     Connection,
     Failed,
-    _own_cpu,
     busy_seconds,
     cpu_seconds,
+    own_cpu,
     percentile,
     result_of,
     tree,
@@ -197,7 +197,7 @@ class Meter:
         return (
             cpu_seconds(self.server),
             cpu_seconds(self.aux),
-            _own_cpu(),
+            own_cpu(),
             busy_seconds(),
             time.perf_counter(),
         )
