@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -67,7 +68,7 @@ def test_forms_are_made_once_per_model_and_die_with_the_model() -> None:
     """Temporal's sandbox brings new model classes with every workflow run: none may be kept."""
     from workflows import _inputs
 
-    def run_once() -> None:
+    def run_once() -> weakref.ref[type[BaseModel]]:
         class Fresh(BaseModel):
             ok: bool
 
@@ -80,9 +81,9 @@ def test_forms_are_made_once_per_model_and_die_with_the_model() -> None:
                 "required": ["ok"],
             }
         )
+        assert Fresh in _inputs._FORMS
+        return weakref.ref(Fresh)
 
-    before = len(_inputs._FORMS)
-    for _ in range(5):
-        run_once()
+    models = [run_once() for _ in range(5)]
     gc.collect()
-    assert len(_inputs._FORMS) == before
+    assert [model() for model in models] == [None] * 5  # the cache held none of them
