@@ -615,5 +615,6 @@ def main(argv: list[str] | None = None) -> int:
 def _parked_run(options: Options, tmp: Path) -> dict[str, Any]:
     """B5 runs on processes of its own (a fresh Temporal, so it counts only its own tasks)."""
     say("B5: parking tasks in input_required (about 5 minutes in full)")
-    sizes = {"tasks": 300, "duration_s": 5.0} if options.quick else {}
-    return _parked.run(options.python_longtools, tmp, pin=options.pin, **sizes)
+    if options.quick:
+        return _parked.run(options.python_longtools, tmp, pin=options.pin, tasks=300, duration_s=5.0)
+    return _parked.run(options.python_longtools, tmp, pin=options.pin)

@@ -51,16 +51,18 @@ from bench._procs import (
     wait_idle,
 )
 from bench.load import (
-    VERSION,
     Connection,
     Failed,
     busy_seconds,
     cpu_seconds,
+    http_request,
+    meta,
     own_cpu,
     percentile,
     result_of,
     tree,
 )
+from bench.task_load import CAPABILITIES
 
 TOOLS_MODULE: Final = "bench.servers.longtools_parked"
 TOOL: Final = "park"
@@ -69,8 +71,6 @@ CHECKPOINTS: Final = (0.0, 0.1, 0.25, 0.5, 1.0)
 """Where RSS is read, as shares of the tasks: 0, 1,000, 2,500, 5,000 and 10,000 of 10,000."""
 CONNECTIONS: Final = 32
 SAMPLE: Final = 100
-TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
-CAPABILITIES: Final[dict[str, Any]] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 _SETTLE_TIMEOUT_S: Final = 180.0
 _IDLE_TIMEOUT_S: Final = 120.0
 _REUSE_WITHIN_S: Final = 3.0
@@ -84,31 +84,12 @@ def say(text: str) -> None:
 # The generator: a subprocess pinned to CPU 1, one operation per invocation (JSON in, JSON out).
 
 
-def _meta() -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
-        "io.modelcontextprotocol/clientInfo": {"name": "longtools-bench", "version": "0"},
-    }
-
-
 def _request(port: int, method: str, name: str, body: Mapping[str, Any]) -> bytes:
-    data = json.dumps(body).encode()
-    head = (
-        "POST /mcp HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{port}\r\n"
-        "Content-Type: application/json\r\n"
-        "Accept: application/json, text/event-stream\r\n"
-        f"MCP-Protocol-Version: {VERSION}\r\n"
-        f"Mcp-Method: {method}\r\n"
-        f"Mcp-Name: {name}\r\n"
-        f"Content-Length: {len(data)}\r\n\r\n"
-    )
-    return head.encode() + data
+    return http_request(port, "/mcp", method, name, json.dumps(body).encode())
 
 
 def create_request(port: int, request_id: int) -> bytes:
-    params = {"name": TOOL, "arguments": {}, "_meta": _meta()}
+    params = {"name": TOOL, "arguments": {}, "_meta": meta(CAPABILITIES)}
     body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
     return _request(port, "tools/call", TOOL, body)
 
@@ -118,7 +99,7 @@ def get_request(port: int, request_id: int, task_id: str) -> bytes:
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "tasks/get",
-        "params": {"taskId": task_id, "_meta": _meta()},
+        "params": {"taskId": task_id, "_meta": meta(CAPABILITIES)},
     }
     return _request(port, "tasks/get", task_id, body)
 
@@ -565,7 +546,8 @@ def _summary(checkpoints: list[dict[str, Any]], batches: list[dict[str, Any]]) -
         first, second, last = checkpoints[0], checkpoints[1], checkpoints[-1]
 
         def slope(a: dict[str, Any], b: dict[str, Any], role: str) -> float:
-            return (b["rss_mib"][role] - a["rss_mib"][role]) / max(1, b["parked"] - a["parked"]) * 1000
+            grown = float(b["rss_mib"][role] - a["rss_mib"][role])
+            return grown / max(1, int(b["parked"]) - int(a["parked"])) * 1000
 
         summary["growth_mib_per_1000"] = {
             role: {"all": slope(first, last, role), "after_first": slope(second, last, role)}

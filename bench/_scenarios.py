@@ -25,8 +25,10 @@ PARKED = "B5"
 """10,000 tasks parked in input_required: not a load run like the others, see `bench._parked`."""
 _LONGTOOLS_ENV = (("PYTHONPATH", "{root}"), ("LONGTOOLS_LOG_FORMAT", "json"))
 _LONGTOOLS_ARGS = ("--no-auth", "--port", "0", "--no-examples", "--tools", TOOLS_MODULE)
-_SERVE = ("{longtools}", "serve", *_LONGTOOLS_ARGS, "--temporal-address", "{temporal}")
-_SERVE += ("--task-queue", "bench-serve", "--data-dir", "{data}")
+_SERVE = (
+    *("{longtools}", "serve", *_LONGTOOLS_ARGS, "--temporal-address", "{temporal}"),
+    *("--task-queue", "bench-serve", "--data-dir", "{data}"),
+)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -61,25 +62,28 @@ class Response:
     body: bytes
 
 
-def meta() -> dict[str, Any]:
+def meta(capabilities: Mapping[str, Any] = CLIENT_CAPABILITIES) -> dict[str, Any]:
+    """The request ``_meta`` every generator sends (2026-07-28: version, capabilities, client)."""
     return {
         "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": CLIENT_CAPABILITIES,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "longtools-bench", "version": "0"},
     }
 
 
-def _head(spec: Spec, length: int) -> bytes:
-    return (
-        f"POST {spec.path} HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{spec.port}\r\n"
+def http_request(port: int, path: str, method: str, name: str, body: bytes) -> bytes:
+    """One raw 2026-07-28 POST with the headers every server gets, then ``body``."""
+    head = (
+        f"POST {path} HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\n"
         "Content-Type: application/json\r\n"
         "Accept: application/json, text/event-stream\r\n"
         f"MCP-Protocol-Version: {VERSION}\r\n"
-        "Mcp-Method: tools/call\r\n"
-        f"Mcp-Name: {spec.tool}\r\n"
-        f"Content-Length: {length}\r\n\r\n"
-    ).encode()
+        f"Mcp-Method: {method}\r\n"
+        f"Mcp-Name: {name}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 def _params(spec: Spec) -> dict[str, Any]:
@@ -88,7 +92,7 @@ def _params(spec: Spec) -> dict[str, Any]:
 
 def first_request(spec: Spec) -> bytes:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": _params(spec)}).encode()
-    return _head(spec, len(body)) + body
+    return http_request(spec.port, spec.path, "tools/call", spec.tool, body)
 
 
 class AnswerTemplate:
@@ -104,7 +108,7 @@ class AnswerTemplate:
 
     def build(self, state: str) -> bytes:
         body = self._prefix + json.dumps(state).encode() + self._suffix
-        return _head(self._spec, len(body)) + body
+        return http_request(self._spec.port, self._spec.path, "tools/call", self._spec.tool, body)
 
 
 async def read_response(reader: asyncio.StreamReader) -> tuple[Response, bool]:

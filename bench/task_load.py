@@ -32,15 +32,19 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 from bench.load import (
-    VERSION,
     Connection,
     Failed,
     busy_seconds,
     cpu_seconds,
+    http_request,
+    meta,
     own_cpu,
     percentile,
     result_of,
@@ -94,11 +98,7 @@ class Client:
         self.spec = spec
         self.conn = Connection(spec.port)
         self.next_id = 1
-        self.meta = {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
-            "io.modelcontextprotocol/clientInfo": {"name": "longtools-bench", "version": "0"},
-        }
+        self.meta = meta(CAPABILITIES)
 
     async def request(self, method: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
         body = json.dumps(
@@ -110,17 +110,7 @@ class Client:
             }
         ).encode()
         self.next_id += 1
-        head = (
-            f"POST {self.spec.path} HTTP/1.1\r\n"
-            f"Host: 127.0.0.1:{self.spec.port}\r\n"
-            "Content-Type: application/json\r\n"
-            "Accept: application/json, text/event-stream\r\n"
-            f"MCP-Protocol-Version: {VERSION}\r\n"
-            f"Mcp-Method: {method}\r\n"
-            f"Mcp-Name: {name}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        await self.conn.send(head + body)
+        await self.conn.send(http_request(self.spec.port, self.spec.path, method, name, body))
         return result_of(await self.conn.receive())
 
     def close(self) -> None:
@@ -260,21 +250,32 @@ async def sequential(spec: TaskSpec) -> dict[str, Any]:
     return outcome
 
 
-async def closed_loop(spec: TaskSpec) -> dict[str, Any]:
-    """B6: ``connections`` flows at a time; counts the tasks that complete inside the window."""
+@asynccontextmanager
+async def _connection(spec: TaskSpec) -> AsyncIterator[Callable[[], Awaitable[Flow]]]:
+    client = Client(spec)
+    try:
+        yield partial(flow, client)
+    finally:
+        client.close()
+
+
+async def closed_loop(
+    spec: TaskSpec, connect: Callable[[], AbstractAsyncContextManager[Callable[[], Awaitable[Flow]]]]
+) -> dict[str, Any]:
+    """B6: ``connections`` flows at a time; counts the tasks that complete inside the window.
+
+    ``connect`` opens what one of them runs its flows on, and gives the function that runs one.
+    """
     measuring = False
     stopping = False
     flows: list[Flow] = []
 
     async def loop() -> None:
-        client = Client(spec)
-        try:
+        async with connect() as one:
             while not stopping:
-                done = await flow(client)  # a failed flow fails the run (raised through gather)
+                done = await one()  # a failed flow fails the run (raised through gather)
                 if measuring:
                     flows.append(done)
-        finally:
-            client.close()
 
     tasks = [asyncio.create_task(loop()) for _ in range(spec.connections)]
     try:
@@ -308,9 +309,14 @@ async def check(spec: TaskSpec) -> dict[str, Any]:
 
 def main() -> None:
     spec = TaskSpec(**json.load(sys.stdin))
-    runner = {"latency": sequential, "input": sequential, "throughput": closed_loop}[spec.kind]
+    if spec.check:
+        run = check(spec)
+    elif spec.kind == "throughput":
+        run = closed_loop(spec, partial(_connection, spec))
+    else:
+        run = sequential(spec)
     try:
-        outcome = asyncio.run(check(spec) if spec.check else runner(spec))
+        outcome = asyncio.run(run)
     except (Failed, OSError, ValueError, asyncio.IncompleteReadError) as exc:
         outcome = {"ok": False, "problem": f"{type(exc).__name__}: {exc}"}
     json.dump(outcome, sys.stdout)

@@ -24,13 +24,16 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.task_load import Flow, Meter, TaskSpec, figures
+from bench.task_load import Flow, Meter, TaskSpec, closed_loop, figures
 
 TASK_QUEUE = "bench-floor"
 
@@ -62,40 +65,18 @@ async def sequential(client: Client, spec: TaskSpec, eager: bool) -> dict[str, A
     return figures(flows, meter.stop())
 
 
-async def closed_loop(client: Client, spec: TaskSpec, eager: bool) -> dict[str, Any]:
-    measuring = False
-    stopping = False
-    flows: list[Flow] = []
-
-    async def loop() -> None:
-        while not stopping:
-            done = await one(client, eager)
-            if measuring:
-                flows.append(done)
-
-    tasks = [asyncio.create_task(loop()) for _ in range(spec.connections)]
-    try:
-        await asyncio.sleep(spec.warmup_s)
-        for task in tasks:
-            if task.done():
-                task.result()
-        meter = Meter(spec)
-        measuring = True
-        await asyncio.sleep(spec.duration_s)
-        measuring = False
-        measured = meter.stop()
-        stopping = True
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-    return figures(flows, measured)
-
-
 async def run(address: str, spec: TaskSpec, eager: bool) -> dict[str, Any]:
     client = await Client.connect(address)
     async with Worker(client, task_queue=TASK_QUEUE, workflows=[Empty]):
-        outcome = await (closed_loop if spec.kind == "throughput" else sequential)(client, spec, eager)
+        if spec.kind == "throughput":
+
+            @asynccontextmanager
+            async def connect() -> AsyncIterator[Callable[[], Awaitable[Flow]]]:
+                yield partial(one, client, eager)  # all flows share the process's one client
+
+            outcome = await closed_loop(spec, connect)
+        else:
+            outcome = await sequential(client, spec, eager)
     # This process is client and worker at once: its CPU is the row's "server" CPU (the Meter read
     # it as its own), and there is no separate generator.
     outcome.update(
