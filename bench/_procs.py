@@ -8,10 +8,12 @@ connections). A child may be pinned to a set of CPUs.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -166,7 +168,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVING = re.compile(r"serving MCP at http://127\.0\.0\.1:(\d+)/mcp")
 """The line `longtools serve`/`api` prints once it accepts connections; group 1 is the port."""
 _WORKER_READY = re.compile(r"longtools worker polling")
-LONGTOOLS_ENV: Mapping[str, str] = {"PYTHONPATH": str(ROOT), "LONGTOOLS_LOG_FORMAT": "json"}
+KEY_RINGS: Mapping[str, str] = {
+    # One ring of each per benchmark run, shared by its `api`, `worker` and `serve` processes as a
+    # deployment's are: `api` and `worker` refuse to start without them.
+    "LONGTOOLS_STATE_KEYS": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+    "LONGTOOLS_PAYLOAD_KEYS": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+}
+BENCH_LIMITS: Mapping[str, str] = {
+    # Every benchmark client is the one anonymous principal, and B5 parks 10,000 tasks: the
+    # per-principal bounds that protect a deployment would refuse the load itself.
+    "LONGTOOLS_MAX_ACTIVE_TASKS_PER_PRINCIPAL": "1000000",
+    "LONGTOOLS_MAX_HELD_ROUNDS_PER_PRINCIPAL": "100000",
+    "LONGTOOLS_MAX_HELD_ROUNDS": "100000",
+}
+LONGTOOLS_ENV: Mapping[str, str] = {
+    "PYTHONPATH": str(ROOT),
+    "LONGTOOLS_LOG_FORMAT": "json",
+    **KEY_RINGS,
+    **BENCH_LIMITS,
+}
 
 
 def longtools_python() -> Path:

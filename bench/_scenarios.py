@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bench._procs import BENCH_LIMITS, KEY_RINGS
+
 Role = Literal["floor", "peer", "ours"]
 Kind = Literal["call", "mrtr", "task-latency", "task-input", "task-throughput"]
 Figure = Literal["throughput", "latency", "duration"]
@@ -23,7 +25,12 @@ PAYLOAD = "0123456789abcdef"  # 16 bytes of text, echoed back by every implement
 TOOLS_MODULE = "bench.servers.longtools_tools"
 PARKED = "B5"
 """10,000 tasks parked in input_required: not a load run like the others, see `bench._parked`."""
-_LONGTOOLS_ENV = (("PYTHONPATH", "{root}"), ("LONGTOOLS_LOG_FORMAT", "json"))
+_LONGTOOLS_ENV = (
+    ("PYTHONPATH", "{root}"),
+    ("LONGTOOLS_LOG_FORMAT", "json"),
+    *KEY_RINGS.items(),
+    *BENCH_LIMITS.items(),
+)
 _LONGTOOLS_ARGS = ("--no-auth", "--port", "0", "--no-examples", "--tools", TOOLS_MODULE)
 _SERVE = (
     *("{longtools}", "serve", *_LONGTOOLS_ARGS, "--temporal-address", "{temporal}"),

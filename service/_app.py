@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -12,7 +13,6 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -22,10 +22,11 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from service._auth import RequireBearer, protected_resource_metadata
+from service._auth import RequireBearer, VerifiedBearer, metadata_routes
 from service._http import McpGate
 from service._mcp import build_server
 from service._metrics import Metrics
+from service._once import Once
 from service._registry import Registry
 from service._settings import Settings
 from service._tasks import Tasks
@@ -35,7 +36,9 @@ from service.tools import default_registry
 
 _LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
 MCP_PATH = "/mcp"
-_PRM_PATH = "/.well-known/oauth-protected-resource"  # RFC 9728; also served with the /mcp suffix
+READY_TIMEOUT_S = 2.0
+"""How long ``/readyz`` waits for Temporal's ``GetSystemInfo``: a probe must answer before the
+orchestrator's own timeout, whatever Temporal does."""
 _LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
 
@@ -68,11 +71,11 @@ def create_app(
     *,
     worker_client: Client | None = None,
 ) -> FastAPI:
-    """The API process's ASGI app: ``POST /mcp``, ``GET /healthz`` and ``GET /metrics``. No side
-    effects until served.
+    """The API process's ASGI app: ``POST /mcp``, ``GET /livez``, ``GET /readyz`` and ``GET /metrics``.
+    No side effects until served.
 
     The Temporal client is made when the app starts serving (lazily connected, so the API comes up
-    even while Temporal does not answer yet; ``/healthz`` says which). ``metrics`` is shared with
+    even while Temporal does not answer yet; ``/readyz`` says which). ``metrics`` is shared with
     a worker in the same process (``serve``), so one ``/metrics`` shows both.
 
     ``worker_client`` is the client of a worker running in this process (``serve``). The API then
@@ -88,13 +91,13 @@ def create_app(
     def client() -> Client:
         return temporal[0]
 
+    tasks = Tasks(settings, registry, client, eager=worker_client is not None)
+    once = Once(settings, client, eager=worker_client is not None)
     server = build_server(
-        settings,
-        registry,
-        version=longtools_version(),
-        tasks=Tasks(settings, registry, client, eager=worker_client is not None),
-        metrics=metrics,
+        settings, registry, version=longtools_version(), tasks=tasks, once=once, metrics=metrics
     )
+    # Work whose request went away (its client left) finishes and is recorded before the exit.
+    closers.append(once.drain)
     # Behind a proxy the public host name must be listed; the guard still refuses every other Host.
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -123,6 +126,7 @@ def create_app(
             await close()
 
     app = FastAPI(title="longtools", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.stop_waiting = tasks.stop_waiting  # called by the server as soon as a stop begins
     app.state.ready = False
 
     @app.get("/metrics")
@@ -130,16 +134,25 @@ def create_app(
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 
-    @app.get("/healthz")
-    async def healthz() -> JSONResponse:
+    # Liveness and readiness apart: an orchestrator restarts a replica that fails /livez, and only
+    # stops routing to one that fails /readyz. A Temporal outage must do the second, never the first
+    # (restarting every replica would not bring Temporal back).
+    @app.get("/livez")
+    async def livez() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
         if not app.state.ready:
             return JSONResponse({"status": "starting"}, status_code=503)
         try:
-            await client().workflow_service.get_system_info(
-                GetSystemInfoRequest(), timeout=timedelta(seconds=2)
-            )
-        except (RPCError, RuntimeError) as exc:
-            if not (isinstance(exc, RPCError) or unreachable(exc)):
+            # The RPC deadline alone does not bound a lazy client's first connect.
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                await client().workflow_service.get_system_info(
+                    GetSystemInfoRequest(), timeout=timedelta(seconds=READY_TIMEOUT_S)
+                )
+        except (RPCError, RuntimeError, TimeoutError) as exc:
+            if isinstance(exc, RuntimeError) and not unreachable(exc):
                 raise
             return JSONResponse({"status": "temporal unavailable"}, status_code=503)
         return JSONResponse({"status": "ok"})
@@ -148,12 +161,10 @@ def create_app(
     json_only: ASGIApp = plain.handle_request
     if settings.auth_configured:
         verifier = BearerVerifier(settings)
-        backend = BearerAuthBackend(verifier)
+        backend = VerifiedBearer(verifier)
         streaming = AuthenticationMiddleware(RequireBearer(streaming, settings), backend=backend)
         json_only = AuthenticationMiddleware(RequireBearer(json_only, settings), backend=backend)
-        metadata = protected_resource_metadata(settings)
-        for path in (_PRM_PATH, _PRM_PATH + MCP_PATH):
-            app.router.routes.append(Route(path, endpoint=metadata, methods=["GET"]))
+        app.router.routes.extend(metadata_routes(settings, MCP_PATH))
         closers.append(verifier.aclose)
     gate = McpGate(
         streaming,

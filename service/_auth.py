@@ -1,9 +1,13 @@
 """Who is calling, as the MCP layer sees it. API process.
 
-Authentication happens at the HTTP edge (``_app.py``: the SDK's bearer backend with our
-``BearerVerifier``); by the time a handler runs, the request's scope carries the verified token, or
-nothing when the server runs without authentication. Everything a caller owns (tasks, sealed
-``requestState``, idempotency records) is bound to ``Caller.principal``.
+Authentication happens at the HTTP edge (``_app.py``: ``VerifiedBearer`` with our
+``BearerVerifier``, then ``RequireBearer``); by the time a handler runs, the request's scope carries
+the verified token, or nothing when the server runs without authentication. Everything a caller owns
+(tasks, sealed ``requestState``, idempotency records) is bound to ``Caller.principal``.
+
+What the server says about itself (the protected-resource metadata, the 401 challenge's
+``resource_metadata``) comes from ``LONGTOOLS_RESOURCE_URL`` alone, never from a request's ``Host``:
+a client could otherwise make the server name any resource it likes.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.context import ServerRequestContext
+from starlette.authentication import AuthCredentials, AuthenticationBackend
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service._settings import Settings
@@ -53,57 +60,93 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
     return caller_of(ctx).principal
 
 
-def _resource_url(settings: Settings, scope: Scope) -> str:
-    if settings.resource_url:
-        return settings.resource_url
-    host = Headers(scope=scope).get("host", "localhost")
-    return f"{scope.get('scheme', 'http')}://{host}/mcp"
+PRM_PATH = "/.well-known/oauth-protected-resource"
+"""RFC 9728 section 3.1: the metadata of ``https://host/mcp`` is at ``https://host`` + this + ``/mcp``."""
 
 
-def _metadata_url(resource: str) -> str:
+def metadata_url(resource: str) -> str:
+    """Where the protected-resource metadata of ``resource`` is (RFC 9728 section 3.1)."""
     parts = urlsplit(resource)
-    return f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path.rstrip('/')}"
+    return f"{parts.scheme}://{parts.netloc}{PRM_PATH}{parts.path.rstrip('/')}"
+
+
+class VerifiedBearer(AuthenticationBackend):
+    """The bearer token of a request, as ``verifier`` judges it, and nothing more.
+
+    Replaces the SDK's ``BearerAuthBackend``, which refuses a token once ``expires_at`` has passed,
+    silently: that undid the verifier's leeway on ``exp``, so the documented leeway never applied and
+    the refusal left no ``token_refused`` line. Here the verifier's answer is final (it applies the
+    leeway, checks the audience and logs every refusal with its reason).
+    """
+
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self._verifier = verifier
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, AuthenticatedUser] | None:
+        header = conn.headers.get("authorization")
+        # RFC 6750 section 2.1: the scheme is case-insensitive, one space, then the token.
+        if header is None or header[:7].lower() != "bearer ":
+            return None
+        token = await self._verifier.verify_token(header[7:])
+        if token is None:
+            return None
+        return AuthCredentials(token.scopes), AuthenticatedUser(token)
 
 
 class RequireBearer:
-    """Lets a request through only with a verified bearer token (set by the SDK's bearer backend).
+    """Lets a request through only with a verified bearer token (set by ``VerifiedBearer``).
 
-    Otherwise 401 in the MCP authorization shape: ``WWW-Authenticate: Bearer`` naming the OAuth
-    Protected Resource Metadata (RFC 9728), where a client finds the authorization server. Every
-    refusal is the same response, whatever was wrong with the token (the reason is logged).
+    Otherwise 401 with ``WWW-Authenticate: Bearer``; with ``LONGTOOLS_RESOURCE_URL`` set, the
+    challenge names the OAuth Protected Resource Metadata (RFC 9728), where an MCP client finds the
+    authorization server. Every refusal is the same response, whatever was wrong with the token (the
+    reason is logged).
     """
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self._app = app
-        self._settings = settings
+        # Fixed per process: nothing in a request goes into a refusal.
+        fields = (
+            [f'resource_metadata="{metadata_url(settings.resource_url)}"'] if settings.resource_url else []
+        )
+        self._missing = "Bearer " + ", ".join(fields) if fields else "Bearer"
+        # RFC 6750 section 3.1: name the error only when a token was sent.
+        invalid = 'error="invalid_token", error_description="The access token is not valid"'
+        self._invalid = "Bearer " + ", ".join([*fields, invalid])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or isinstance(scope.get("user"), AuthenticatedUser):
             await self._app(scope, receive, send)
             return
-        presented = "authorization" in Headers(scope=scope)
-        challenge = f'Bearer resource_metadata="{_metadata_url(_resource_url(self._settings, scope))}"'
-        body: dict[str, str] = {"error": "invalid_request", "error_description": "Authentication required"}
-        if presented:
-            # RFC 6750 section 3.1: name the error only when a token was sent.
-            challenge += ', error="invalid_token", error_description="The access token is not valid"'
+        if "authorization" in Headers(scope=scope):
             body = {"error": "invalid_token", "error_description": "The access token is not valid"}
+            challenge = self._invalid
+        else:
+            body = {"error": "invalid_request", "error_description": "Authentication required"}
+            challenge = self._missing
         response = JSONResponse(body, status_code=401, headers={"WWW-Authenticate": challenge})
         await response(scope, receive, send)
 
 
-def protected_resource_metadata(settings: Settings) -> Callable[[Request], Awaitable[Response]]:
-    """The RFC 9728 document: this resource, and where its tokens come from."""
+def metadata_routes(settings: Settings, endpoint_path: str) -> list[Route]:
+    """``GET`` routes serving the RFC 9728 document, or none without ``LONGTOOLS_RESOURCE_URL``.
+
+    Served at the root path, with ``endpoint_path`` appended, and at the path the resource URL's own
+    metadata URL has (a proxy may publish the endpoint under another path).
+    """
+    resource = settings.resource_url
+    if resource is None:
+        return []
     servers = settings.authorization_servers or ([settings.jwt_issuer] if settings.jwt_issuer else [])
+    document: dict[str, Any] = {
+        "resource": resource,
+        "bearer_methods_supported": ["header"],
+        "resource_name": settings.server_name,
+    }
+    if servers:
+        document["authorization_servers"] = servers
 
     async def metadata(request: Request) -> Response:
-        document: dict[str, Any] = {
-            "resource": _resource_url(settings, request.scope),
-            "bearer_methods_supported": ["header"],
-            "resource_name": settings.server_name,
-        }
-        if servers:
-            document["authorization_servers"] = servers
         return JSONResponse(document, headers={"Cache-Control": "max-age=300"})
 
-    return metadata
+    paths = dict.fromkeys([PRM_PATH, PRM_PATH + endpoint_path, urlsplit(metadata_url(resource)).path])
+    return [Route(path, endpoint=metadata, methods=["GET"]) for path in paths]

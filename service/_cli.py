@@ -139,8 +139,45 @@ def worker(
 
 @cli.command()
 def keygen() -> None:
-    """Print a new requestState key (for LONGTOOLS_STATE_KEYS)."""
+    """Print a new key (for LONGTOOLS_STATE_KEYS or LONGTOOLS_PAYLOAD_KEYS)."""
     typer.echo(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+
+
+@cli.command("codec-server")
+def codec_server(
+    # Not LONGTOOLS_HOST/PORT (the MCP server's): named apart so that no setting is read for them.
+    listen_host: Annotated[
+        str,
+        typer.Option("--host", help="Address to bind; anything but loopback needs LONGTOOLS_CODEC_TOKEN."),
+    ] = "127.0.0.1",
+    listen_port: Annotated[int, typer.Option("--port", help="Port to bind; 0 picks a free one.")] = 8081,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Data dir of the `longtools serve` whose keys.json to use when LONGTOOLS_PAYLOAD_KEYS is "
+            "unset [env LONGTOOLS_DATA_DIR, default .longtools]."
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            metavar="ORIGIN",
+            help="A Temporal Web UI origin allowed to call it from the browser, e.g. http://localhost:8233 "
+            "(repeatable); requests from any other origin are refused.",
+        ),
+    ] = None,
+) -> None:
+    """Decrypt (and encrypt) Temporal payloads for `temporal --codec-endpoint` and the Web UI.
+
+    Temporal's remote codec protocol (POST /decode, /encode) over LONGTOOLS_PAYLOAD_KEYS, or the
+    keys.json of a `serve` data dir. It shows every stored payload in plain text to whoever reaches
+    it: keep it on loopback, or set LONGTOOLS_CODEC_TOKEN (the CLI then passes --codec-auth
+    "Bearer <token>"). See docs/operations.md.
+    """
+    from service._codecserver import run  # the server side, imported only here
+
+    run(host=listen_host, port=listen_port, data_dir=data_dir, allowed_origins=allowed_origin or [])
 
 
 # The terminal client --------------------------------------------------------------------------

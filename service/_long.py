@@ -14,6 +14,7 @@ and the questions already answered, so any replica serves the next round.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,19 +38,33 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from temporalio.service import RPCError
 
 from service._auth import principal_of
+from service._codec import PayloadDecryptError
+from service._exchange import Exchange, state_refused
+from service._limits import HeldRounds, limit_reached
 from service._logging import request_info
 from service._metrics import Metrics
-from service._once import args_digest, derive_id, key_reused
+from service._once import args_digest, derive_id, key_reused, state_used
 from service._registry import Tool, tool_error_result
-from service._round import Round, rounds_exceeded
+from service._round import Round
 from service._settings import Settings
-from service._tasks import TASKS_EXTENSION, TERMINAL, AnswerRejected, TaskNotFound, Tasks, TaskView
+from service._tasks import (
+    TASKS_EXTENSION,
+    TERMINAL,
+    AnswerRejected,
+    AnswersTooLarge,
+    OwnerAttributeMissing,
+    TaskNotFound,
+    Tasks,
+    TaskView,
+    TooManyTasks,
+)
 from service._temporal import unreachable
 from workflows import InputRequest
 
 log = structlog.get_logger("longtools.long")
 
 _STATE_PREFIX = "longtools-task:"
+_UNAVAILABLE = "The task service is unavailable; try again shortly"
 _MAX_TASK_ID = 200
 _requests_adapter: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
 
@@ -81,13 +96,11 @@ class UpdateTaskParams(TaskParams):
 
 
 class _Continuation(BaseModel):
-    """The plaintext inside a long tool's requestState (sealed by the SDK before it leaves)."""
+    """A long tool's own state in its requestState, once its task runs (see ``_exchange.py``)."""
 
     task: str
     sent: list[str] = []
     """Question keys whose answers were already delivered to the workflow."""
-    rounds: int = 0
-    """Rounds that asked questions so far ("not yet" rounds of a long wait are not counted)."""
 
 
 def declares_tasks(caps: ClientCapabilities | None) -> bool:
@@ -104,16 +117,20 @@ def missing_tasks_extension() -> MCPError:
 
 @asynccontextmanager
 async def temporal_errors(what: str) -> AsyncIterator[None]:
-    """Temporal unreachable or failing is the server's problem: -32603, detail in the log only."""
+    """Temporal unreachable or failing is the server's problem: -32603, detail in the log only.
+
+    So is a stored payload this process cannot decrypt (a key missing from its ring): the codec
+    has logged which key it needs.
+    """
     try:
         yield
+    except PayloadDecryptError:
+        raise MCPError(code=INTERNAL_ERROR, message=_UNAVAILABLE) from None
     except (RPCError, RuntimeError) as exc:
         if not (isinstance(exc, RPCError) or unreachable(exc)):
             raise
         log.error("temporal_error", operation=what, detail=str(exc))
-        raise MCPError(
-            code=INTERNAL_ERROR, message="The task service is unavailable; try again shortly"
-        ) from None
+        raise MCPError(code=INTERNAL_ERROR, message=_UNAVAILABLE) from None
 
 
 class LongTools:
@@ -122,6 +139,11 @@ class LongTools:
         self._tasks = tasks
         self._id_secret = id_secret
         self._metrics = metrics
+        self._held = HeldRounds(
+            per_principal=settings.max_held_rounds_per_principal,
+            total=settings.max_held_rounds,
+            gauge=metrics.held_rounds,
+        )
 
     def install(self, server: Server[Any]) -> None:
         """Advertise the extension and serve its three methods (``tasks/result``/``list`` stay -32601)."""
@@ -138,6 +160,7 @@ class LongTools:
         tool: Tool,
         args: BaseModel,
         rnd: Round,
+        exchange: Exchange,
         *,
         idempotency_key: str | None = None,
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
@@ -147,17 +170,34 @@ class LongTools:
         continuation = _continuation(rnd.request_state)
         async with temporal_errors("tools/call"):
             if continuation is not None:
-                return await self._continue(ctx, tool, continuation, rnd)
+                return await self._continue(ctx, tool, continuation, rnd, exchange)
             if tool.before is not None:
                 prepared = await tool.before(args, rnd)
                 if isinstance(prepared, InputRequiredResult):
-                    return prepared
+                    expires_at = time.time() + self._settings.state_ttl_s
+                    return exchange.next_round(
+                        prepared, expires_at=expires_at, max_rounds=self._settings.max_rounds
+                    )
                 args = prepared
             principal = principal_of(ctx)
-            if idempotency_key is None:
-                view, created = await self._tasks.start(tool, args, principal)
-            else:
-                view, created = await self._start_once(tool, args, principal, idempotency_key)
+            try:
+                if idempotency_key is not None:
+                    view, created = await self._start_keyed(tool, args, principal, idempotency_key)
+                elif exchange.rounds:
+                    # The last round of a pre-phase: the exchange names its task, so a replay of this
+                    # round (a proxy's retry, a lost response) finds the task, not a second one.
+                    view, created = await self._start_for_exchange(tool, args, principal, exchange)
+                else:
+                    view, created = await self._tasks.start(
+                        tool, args, principal, owner_tag=self._owner(principal)
+                    )
+            except TooManyTasks:
+                limit = self._settings.max_active_tasks_per_principal
+                raise limit_reached(
+                    "max_active_tasks_per_principal", limit, "You have too many tasks running"
+                ) from None
+            except OwnerAttributeMissing:
+                raise MCPError(code=INTERNAL_ERROR, message=_UNAVAILABLE) from None
             if created:
                 self._metrics.task_created(tool.name)
             request_info()["task_id"] = view.task_id
@@ -172,46 +212,85 @@ class LongTools:
                         return result
                 # Server-directed creation: the start is durable, so tasks/get already finds it.
                 return {"resultType": "task", **view.wire(self._settings.task_poll_interval_ms)}
-            return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd)
+            return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
 
-    async def _start_once(
+    async def _start_keyed(
         self, tool: Tool, args: BaseModel, principal: str, key: str
     ) -> tuple[TaskView, bool]:
         """The task of this principal's idempotency key for ``tool``: started now, or the existing one."""
         task_id = derive_id(self._id_secret, "task", principal, tool.name, key)
-        digest = args_digest(args.model_dump(mode="json"))
         try:
-            view, created = await self._tasks.start(
-                tool, args, principal, task_id=task_id, args_digest=digest
-            )
+            view, created = await self._start_derived(tool, args, principal, task_id)
         except TaskNotFound:
             raise MCPError(
                 code=INVALID_PARAMS, message="This idempotency key's task has expired; use a new key"
             ) from None
-        if view.args_digest != digest:
-            raise key_reused()
+        except _OtherArguments:
+            raise key_reused() from None
         return view, created
 
+    async def _start_for_exchange(
+        self, tool: Tool, args: BaseModel, principal: str, exchange: Exchange
+    ) -> tuple[TaskView, bool]:
+        task_id = derive_id(self._id_secret, "exchange", principal, tool.name, exchange.id)
+        try:
+            return await self._start_derived(tool, args, principal, task_id)
+        except TaskNotFound:
+            raise state_refused() from None  # the exchange's task has outlived its TTL
+        except _OtherArguments:
+            raise state_used() from None  # a replay with other answers, which led to other arguments
+
+    async def _start_derived(
+        self, tool: Tool, args: BaseModel, principal: str, task_id: str
+    ) -> tuple[TaskView, bool]:
+        digest = args_digest(args.model_dump(mode="json"))
+        view, created = await self._tasks.start(
+            tool, args, principal, owner_tag=self._owner(principal), task_id=task_id, args_digest=digest
+        )
+        if view.args_digest != digest:
+            raise _OtherArguments
+        return view, created
+
+    def _answers_too_large(self) -> MCPError:
+        limit = self._settings.max_task_answer_bytes
+        return limit_reached("max_task_answer_bytes", limit, "This task cannot take more bytes of answers")
+
+    def _owner(self, principal: str) -> str:
+        return derive_id(self._id_secret, "owner", principal)
+
     async def _continue(
-        self, ctx: ServerRequestContext[Any, Any], tool: Tool, state: _Continuation, rnd: Round
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        state: _Continuation,
+        rnd: Round,
+        exchange: Exchange,
     ) -> CallToolResult | InputRequiredResult:
         request_info()["task_id"] = state.task
         try:
             view = await self._tasks.get(state.task, principal_of(ctx))
         except TaskNotFound:
-            raise MCPError(
-                code=INVALID_PARAMS, message="This call's work has expired; call the tool again"
-            ) from None
+            raise _work_expired() from None
         if rnd.input_responses and view.status == "input_required":
             responses = {key: _wire(answer) for key, answer in rnd.input_responses.items()}
             # An answer that does not fit is skipped: its question is asked again (SEP-2322).
-            delivered = await self._tasks.answer(view, responses, skip_invalid=True)
-            state = state.model_copy(update={"sent": [*state.sent, *delivered]})
-        return await self._hold(ctx, tool, state, rnd)
+            try:
+                delivered = await self._tasks.answer(view, responses, skip_invalid=True)
+            except AnswersTooLarge:
+                raise self._answers_too_large() from None
+            state = state.model_copy(update={"sent": sorted({*state.sent, *delivered})})
+        return await self._hold(ctx, tool, state, rnd, exchange, view)
 
     async def _hold(
-        self, ctx: ServerRequestContext[Any, Any], tool: Tool, state: _Continuation, rnd: Round
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        state: _Continuation,
+        rnd: Round,
+        exchange: Exchange,
+        task: TaskView,
     ) -> CallToolResult | InputRequiredResult:
+        """Hold this round open while ``task`` works, then answer with what it came to."""
         sent = set(state.sent)
 
         def settled(view: TaskView) -> bool:
@@ -225,31 +304,39 @@ class LongTools:
                 shown.append(view.message)
                 await rnd.progress(len(shown), None, view.message)
 
-        view = await self._tasks.wait(
-            state.task, principal_of(ctx), settled, self._settings.mrtr_wait_s, seen=progress
-        )
+        principal = principal_of(ctx)
+        try:
+            with self._held.hold(principal):
+                view = await self._tasks.wait(
+                    state.task, principal, settled, self._settings.mrtr_wait_s, seen=progress
+                )
+        except TaskNotFound:
+            raise _work_expired() from None  # the task's TTL ran out while this round was held
         if view.status == "completed" and view.result is not None:
             return CallToolResult.model_validate(view.result)
         if view.status == "failed" and view.error is not None:
             raise MCPError(code=int(view.error["code"]), message=str(view.error["message"]))
         if view.status == "cancelled":
             return tool_error_result(f"The call to {tool.name} was cancelled")
-        sealed = _STATE_PREFIX + state.model_dump_json()
+        # The continuation lives as long as the task: a person may take that long to answer.
+        expires_at = task.created_at.timestamp() + task.ttl_ms / 1000
+        following = _STATE_PREFIX + state.model_dump_json()
         questions = {
             key: _requests_adapter.validate_python(request)
             for key, request in (view.input_requests or {}).items()
             if key not in sent
         }
-        if not questions:
-            return rnd.ask({}, state=sealed)  # still working: the client retries with this state
-        if state.rounds + 1 >= self._settings.max_rounds:
-            await self._tasks.cancel(view)
-            raise rounds_exceeded(self._settings.max_rounds)
-        sealed = _STATE_PREFIX + state.model_copy(update={"rounds": state.rounds + 1}).model_dump_json()
+        max_rounds = self._settings.max_rounds
+        if not questions:  # still working: the client retries with this state
+            working = rnd.ask({}, state=following)
+            return exchange.next_round(working, expires_at=expires_at, max_rounds=max_rounds, counts=False)
         try:
-            return rnd.ask(questions, state=sealed)
+            return exchange.next_round(
+                rnd.ask(questions, state=following), expires_at=expires_at, max_rounds=max_rounds
+            )
         except MCPError:
-            # The client cannot answer what the tool asks, now or on a retry: stop the work.
+            # Too many rounds, or the client cannot answer what the tool asks (now or on a retry):
+            # nobody can carry the work on, so it stops.
             await self._tasks.cancel(view)
             raise
 
@@ -283,6 +370,8 @@ class LongTools:
                     )
         except AnswerRejected as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        except AnswersTooLarge:
+            raise self._answers_too_large() from None
         return {}
 
     async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
@@ -311,13 +400,21 @@ class LongTools:
             raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
 
 
+class _OtherArguments(Exception):
+    """A derived task id is taken by a task started with other arguments."""
+
+
+def _work_expired() -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message="This call's work has expired; call the tool again")
+
+
 def _continuation(request_state: str | None) -> _Continuation | None:
     if request_state is None or not request_state.startswith(_STATE_PREFIX):
         return None
     try:
         return _Continuation.model_validate_json(request_state.removeprefix(_STATE_PREFIX))
     except ValidationError:  # sealed by us, so only a bug gets here; treat it like a lapsed state
-        raise MCPError(code=INVALID_PARAMS, message="Invalid or expired requestState") from None
+        raise state_refused() from None
 
 
 def _wire(answer: Any) -> Any:

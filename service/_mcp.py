@@ -11,11 +11,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
-import re
-import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
 from functools import lru_cache, partial
 from typing import Any, TypeVar
 
@@ -53,10 +50,11 @@ from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
 from service._auth import Caller, caller_of, principal_of
+from service._exchange import Exchange
 from service._logging import request_info
 from service._long import LongTools, temporal_errors
 from service._metrics import Metrics
-from service._once import KeyReused, Once, args_digest, derive_id, key_reused
+from service._once import KeyReused, Once, args_digest, derive_id, key_reused, state_used
 from service._registry import (
     Registry,
     ResourceContent,
@@ -66,7 +64,7 @@ from service._registry import (
     to_call_result,
     tool_error_result,
 )
-from service._round import Round, rounds_exceeded
+from service._round import Round
 from service._settings import Settings
 from service._tasks import Tasks
 from service._tokens import principal_hash
@@ -81,13 +79,11 @@ IDEMPOTENCY_META = "longtools.dev/idempotency-key"
 same tool gets the first call's task or result instead of a second run."""
 _MAX_IDEMPOTENCY_KEY = 200
 NOT_AUTHORIZED = "Not authorized to use this tool"
-_ROUND = re.compile(r"r(\d+)\.([0-9a-f]{16}):")
 _STATE_REFUSED = "Invalid or expired requestState"  # the SDK's one frozen message for every refusal
-_SEALED_STATE: ContextVar[str | None] = ContextVar("longtools_sealed_state", default=None)
 
 
 def build_server(
-    settings: Settings, registry: Registry, *, version: str, tasks: Tasks, metrics: Metrics
+    settings: Settings, registry: Registry, *, version: str, tasks: Tasks, once: Once, metrics: Metrics
 ) -> Server[Any]:
     """A low-level SDK server answering from ``registry``, sealing state with the configured keys."""
     keys = _key_ring(settings)
@@ -97,7 +93,6 @@ def build_server(
     # Logs name a principal by a keyed hash; computed once per principal (an HMAC per request was
     # 2% of a plain tools/call's CPU).
     hash_principal = lru_cache(maxsize=4096)(partial(principal_hash, key=id_secret))
-    once = Once(settings, tasks.client, eager=tasks.eager)
     handlers = _Handlers(settings, registry, long_tools, once, id_secret, hash_principal)
     server: Server[Any] = Server(
         settings.server_name,
@@ -126,23 +121,27 @@ def build_server(
 
 
 def _key_ring(settings: Settings) -> list[bytes]:
-    """The configured key ring, or a loudly announced ephemeral key."""
-    keys = settings.state_key_ring()
-    if keys is None:
-        log.warning(
-            "state_keys_unset",
-            detail="LONGTOOLS_STATE_KEYS is not set: requestState is sealed with a key that lives only "
-            "in this process, so another replica or a restart rejects it. Set it for any deployment.",
-        )
-        keys = [os.urandom(32)]
-    return keys
+    """The configured key ring.
+
+    There is no per-process fallback: such a key breaks every other replica and every restart
+    (requestState, idempotency ids). ``launch`` refuses to start `api` without a ring and `serve`
+    keeps one in its data dir, so a missing ring here is a bug in the caller.
+
+    Raises:
+        MissingKeyRing: ``settings`` has no state keys.
+    """
+    return settings.require_state_keys()
 
 
 def state_security(settings: Settings, keys: list[bytes]) -> RequestStateSecurity:
-    """The requestState policy: sealed with the first key, opened with any."""
+    """The requestState policy: sealed with the first key, opened with any.
+
+    Sealed to live as long as the longest-lived state (a long tool's continuation lives as long as
+    its task); each state's own, shorter end is in its plaintext (``_exchange.py``).
+    """
     return RequestStateSecurity(
         keys=keys,
-        ttl=settings.state_ttl_s,
+        ttl=max(settings.state_ttl_s, settings.task_ttl_s),
         audience=settings.server_name,
         bind_principal=principal_of,
     )
@@ -193,7 +192,8 @@ class _Observe:
             if outcome == "input_required":
                 if not continuing:
                     self._metrics.mrtr(tool, "started")
-                self._metrics.mrtr(tool, "input_required")
+                if wire.get("inputRequests"):  # a state-only round asks nothing: "still working"
+                    self._metrics.mrtr(tool, "input_required")
             elif continuing:
                 self._metrics.mrtr(tool, "completed")
         return result
@@ -205,7 +205,7 @@ def _link_span(info: Mapping[str, Any]) -> None:
     span = trace.get_current_span()
     if not span.is_recording():
         return
-    exchange = info.get("exchange") or info.get("task_id")
+    exchange = info.get("task_id") or info.get("exchange")  # a task's requests share its id
     if exchange is not None:
         span.set_attribute("longtools.exchange", str(exchange))
     if info.get("round") is not None:
@@ -214,7 +214,7 @@ def _link_span(info: Mapping[str, Any]) -> None:
 
 
 class _Inbound:
-    """Bounds on what a round carries, checked before any work; keeps the sealed state for ``Once``.
+    """Bounds on what a round carries, checked before any work.
 
     A size says nothing secret, so an oversized state is refused before an AEAD open is spent on it.
     """
@@ -236,11 +236,7 @@ class _Inbound:
             raise MCPError(
                 code=INVALID_PARAMS, message=f"inputResponses holds more than {self._max_answers} answers"
             )
-        token = _SEALED_STATE.set(state if isinstance(state, str) else None)
-        try:
-            return await call_next(ctx)
-        finally:
-            _SEALED_STATE.reset(token)
+        return await call_next(ctx)
 
 
 class _Handlers:
@@ -295,27 +291,35 @@ class _Handlers:
         caller = caller_of(ctx)
         if not await self._authorized(tool, caller, args):
             return tool_error_result(NOT_AUTHORIZED)
-        rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
+        exchange, state = Exchange.open(params.request_state)
+        info = request_info()
+        info["exchange"], info["round"] = exchange.id, exchange.rounds + 1
+        rnd = Round(ctx, input_responses=params.input_responses, request_state=state)
         key = _idempotency_key(ctx)
         if tool.handler is None:
             # The key names the task, also when it starts after pre-phase rounds (with a state).
-            return await _guarded(tool, self._long_tools.call(ctx, tool, args, rnd, idempotency_key=key))
-        sealed = _SEALED_STATE.get()
-        if sealed is not None and not tool.replay_safe:
-            # A continuation round of a tool with side effects runs once per sealed state: a replay
-            # (same answers), on any replica and after a restart, gets the first outcome.
-            claim, ttl_s = hashlib.sha256(sealed.encode()).hexdigest()[:32], self._settings.state_ttl_s
+            work = self._long_tools.call(ctx, tool, args, rnd, exchange, idempotency_key=key)
+            return await _guarded(tool, work)
+        continuing = params.request_state is not None
+        if continuing and not tool.replay_safe:
+            # A continuation round of a tool with side effects runs once: a replay (same answers),
+            # on any replica and after a restart, gets the first outcome. The claim is named by
+            # what the seal authenticates and a replay cannot change (the exchange and its round),
+            # not by the sealed string: a replayed round re-seals its next state with a fresh nonce.
+            round_id = (exchange.id, str(exchange.rounds))
+            claim = derive_id(self._id_secret, "round", caller.principal, tool.name, *round_id)
+            ttl_s = self._settings.state_ttl_s
             answers = ctx.params.get("inputResponses") if ctx.params is not None else None
-            digest, reused = args_digest(answers), _state_used
-        elif key is not None and sealed is None:
+            digest, reused = args_digest(answers), state_used
+        elif key is not None and not continuing:
             claim = derive_id(self._id_secret, "call", caller.principal, tool.name, key)
             ttl_s = self._settings.idempotency_ttl_s
             digest, reused = args_digest(params.arguments), key_reused
         else:
-            return await self._quick(tool, args, rnd)
+            return await self._quick(tool, args, rnd, exchange)
 
         async def once() -> dict[str, Any]:
-            return _wire(await self._quick(tool, args, rnd))
+            return _wire(await self._quick(tool, args, rnd, exchange))
 
         try:
             async with temporal_errors("tools/call"):
@@ -325,21 +329,21 @@ class _Handlers:
         except KeyReused:
             raise reused() from None
 
-    async def _quick(self, tool: Tool, args: BaseModel, rnd: Round) -> CallToolResult | InputRequiredResult:
-        """Run a quick tool's handler for one round, counting the exchange's rounds in its state."""
+    async def _quick(
+        self, tool: Tool, args: BaseModel, rnd: Round, exchange: Exchange
+    ) -> CallToolResult | InputRequiredResult:
+        """Run a quick tool's handler for one round; a round that asks continues the exchange."""
         assert tool.handler is not None
-        number, exchange, rnd.request_state = _unwrap_round(rnd.request_state)
-        info = request_info()
-        info["exchange"], info["round"] = exchange, number + 1
         result = await _guarded(tool, _returned(tool, tool.handler(args, rnd)))
         if not isinstance(result, InputRequiredResult):
             return result
-        if number + 1 >= self._settings.max_rounds:
-            raise rounds_exceeded(self._settings.max_rounds)
-        # Every input_required round carries a state, so every later round is single-use and counted;
-        # the exchange id links its rounds in logs and traces.
-        state = f"r{number + 1}.{exchange}:{result.request_state or ''}"
-        return result.model_copy(update={"request_state": state})
+        return self._next_round(exchange, result)
+
+    def _next_round(self, exchange: Exchange, result: InputRequiredResult) -> InputRequiredResult:
+        # Every input_required round carries a state, so every later round is counted and (for a
+        # tool with side effects) single-use; the exchange id links its rounds in logs and traces.
+        expires_at = time.time() + self._settings.state_ttl_s
+        return exchange.next_round(result, expires_at=expires_at, max_rounds=self._settings.max_rounds)
 
     async def _authorized(self, tool: Tool, caller: Caller, args: BaseModel) -> bool:
         """The tool's own check, if any; a check that fails refuses (deny on error)."""
@@ -379,9 +383,13 @@ class _Handlers:
         missing = [arg.name for arg in prompt.arguments if arg.required and arg.name not in arguments]
         if missing:
             raise MCPError(code=INVALID_PARAMS, message=f"Missing required arguments: {', '.join(missing)}")
-        rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
+        exchange, state = Exchange.open(params.request_state)
+        request_info()["exchange"], request_info()["round"] = exchange.id, exchange.rounds + 1
+        rnd = Round(ctx, input_responses=params.input_responses, request_state=state)
         result = await prompt.handler(arguments, rnd)
-        if isinstance(result, GetPromptResult | InputRequiredResult):
+        if isinstance(result, InputRequiredResult):
+            return self._next_round(exchange, result)
+        if isinstance(result, GetPromptResult):
             return result
         return GetPromptResult(description=prompt.description, messages=list(result))
 
@@ -421,7 +429,9 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult | InputRequiredResult:
         uri = str(params.uri)
-        rnd = Round(ctx, input_responses=params.input_responses, request_state=params.request_state)
+        exchange, state = Exchange.open(params.request_state)
+        request_info()["exchange"], request_info()["round"] = exchange.id, exchange.rounds + 1
+        rnd = Round(ctx, input_responses=params.input_responses, request_state=state)
         resource = self._registry.resources.get(uri)
         if resource is not None:
             content = await resource.reader({}, rnd)
@@ -437,7 +447,7 @@ class _Handlers:
                 # SEP-2164: resource-not-found is -32602 with the URI in data.
                 raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri}", data={"uri": uri})
         if isinstance(content, InputRequiredResult):
-            return content
+            return self._next_round(exchange, content)
         return ReadResourceResult(contents=[_resource_contents(uri, mime_type, content)])
 
     async def complete(
@@ -486,15 +496,6 @@ async def _guarded(tool: Tool, work: Awaitable[T]) -> T | CallToolResult:
         return tool_error_result(f"Error executing tool {tool.name}")
 
 
-def _unwrap_round(state: str | None) -> tuple[int, str, str | None]:
-    """(rounds so far, exchange id, the handler's own state) from a quick tool's plaintext state;
-    a first round gets a new exchange id."""
-    match = _ROUND.match(state or "")
-    if match is None or state is None:
-        return 0, secrets.token_hex(8), state
-    return int(match.group(1)), match.group(2), state[match.end() :] or None
-
-
 def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
     value = ctx.meta.get(IDEMPOTENCY_META) if ctx.meta is not None else None
     if value is None:
@@ -505,13 +506,6 @@ def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
             message=f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to {_MAX_IDEMPOTENCY_KEY} characters",
         )
     return value
-
-
-def _state_used() -> MCPError:
-    return MCPError(
-        code=INVALID_PARAMS,
-        message="This requestState was already used with other answers; call the tool again",
-    )
 
 
 def _wire(result: CallToolResult | InputRequiredResult) -> dict[str, Any]:

@@ -16,7 +16,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Final, Literal
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from temporalio.common import MetricAttributes
 from temporalio.runtime import (
     MetricBuffer,
@@ -87,6 +94,11 @@ class Metrics:
             "longtools_mrtr_rounds",
             "MRTR rounds by outcome",
             ["tool", "outcome"],
+            registry=self.registry,
+        )
+        self.held_rounds = Gauge(
+            "longtools_mrtr_held_rounds",
+            "MRTR rounds this process holds open while a task works (bounded by max_held_rounds)",
             registry=self.registry,
         )
         self._tasks_created = Counter(

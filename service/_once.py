@@ -4,12 +4,19 @@ A claim is a ``longtools.Once`` workflow started under an id derived from the re
 ``workflows/_once.py``). Temporal accepts one start per id, so of any number of concurrent or
 later duplicates, on any replica, exactly one runs the work; it records the outcome as a signal,
 and the others answer with that record, read from the workflow's history (no worker needed).
+
+The work and its record outlive the request that claimed it: a client that leaves mid-way (which
+cancels its request) or a failed signal must not lose the outcome, or a replay would hear "not
+known". A claim that is never recorded (the process died mid-work) is never run again either:
+its duplicates are told the outcome is unknown, for as long as Temporal keeps the claim.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import itertools
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -19,9 +26,10 @@ import structlog
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from service._settings import Settings
 from service._temporal import poll
@@ -30,6 +38,8 @@ from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
 log = structlog.get_logger("longtools.once")
 
 _ARGS_MEMO = "longtools.args"
+_RECORD_PAUSE_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+"""Pauses between attempts to record an outcome while Temporal does not take it (the last repeats)."""
 
 
 class KeyReused(Exception):
@@ -39,6 +49,13 @@ class KeyReused(Exception):
 def key_reused() -> MCPError:
     return MCPError(
         code=INVALID_PARAMS, message="This idempotency key was used for other arguments; use a new key"
+    )
+
+
+def state_used() -> MCPError:
+    return MCPError(
+        code=INVALID_PARAMS,
+        message="This requestState was already used with other answers; call the tool again",
     )
 
 
@@ -59,6 +76,8 @@ class Once:
         self._settings = settings
         self.client = client
         self.eager = eager  # a worker shares the client in this process (see Tasks.eager)
+        self._recording: set[asyncio.Task[dict[str, Any]]] = set()
+        self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
 
     async def run(
         self,
@@ -88,41 +107,90 @@ class Once:
                 execution_timeout=timedelta(seconds=ttl_s),
                 memo={_ARGS_MEMO: args_digest},
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                # A claim whose holder died before recording lapses with its timeout; a recorded one
-                # stays (completed) until Temporal's retention removes it.
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                # One claim per id for as long as Temporal keeps it, recorded or not: a claim whose
+                # holder died before recording must not let a duplicate run the work a second time.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 request_eager_start=self.eager,
+                rpc_timeout=self._rpc_timeout,
             )
         except WorkflowAlreadyStartedError:
             return await self._recorded(client, client.get_workflow_handle(workflow_id), args_digest, wait_s)
+        # Shielded: a request cancelled mid-way (its client left) leaves the work and its record to
+        # finish here; the task is held until it has, so it is not collected half-way.
+        recording = asyncio.create_task(self._run_and_record(handle, work, ttl_s))
+        self._recording.add(recording)
+        recording.add_done_callback(self._recording.discard)
+        return _replay(await asyncio.shield(recording))
+
+    async def drain(self) -> None:
+        """Wait for work whose request has gone to finish and be recorded (at shutdown)."""
+        if self._recording:
+            await asyncio.wait(set(self._recording))
+
+    async def _run_and_record(
+        self, handle: WorkflowHandle[Any, Any], work: Callable[[], Awaitable[dict[str, Any]]], ttl_s: float
+    ) -> dict[str, Any]:
         try:
-            outcome = {"result": await work()}
+            outcome: dict[str, Any] = {"result": await work()}
         except MCPError as exc:
             outcome = {"error": exc.error.model_dump(mode="json", by_alias=True, exclude_none=True)}
-        await handle.signal(OUTCOME_SIGNAL, outcome)
-        return _replay(outcome)
+        except Exception:  # a bug in the work: recorded as such, so duplicates do not wait on it
+            log.exception("once_work_failed", claim=handle.id)
+            outcome = {"error": {"code": -32603, "message": "Internal error"}}
+        await self._record(handle, outcome, ttl_s)
+        return outcome
+
+    async def _record(self, handle: WorkflowHandle[Any, Any], outcome: dict[str, Any], ttl_s: float) -> None:
+        """Signal ``outcome`` to the claim, retrying while Temporal does not take it, until the
+        claim itself lapses (its duplicates are then told the outcome is unknown)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ttl_s
+        for attempt in itertools.count():
+            try:
+                await handle.signal(OUTCOME_SIGNAL, outcome, rpc_timeout=self._rpc_timeout)
+                return
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:  # the claim lapsed before it could be recorded
+                    break
+                pause = _RECORD_PAUSE_S[min(attempt, len(_RECORD_PAUSE_S) - 1)]
+                if loop.time() + pause >= deadline:
+                    break
+                log.warning("once_record_retrying", claim=handle.id, status=exc.status.name)
+                await asyncio.sleep(pause)
+        log.error("once_record_lost", claim=handle.id)
 
     async def _recorded(
         self, client: Client, handle: WorkflowHandle[Any, Any], args_digest: str, wait_s: float
     ) -> dict[str, Any]:
-        memo = await (await handle.describe()).memo()
-        if memo.get(_ARGS_MEMO) != args_digest:
+        description = await handle.describe(rpc_timeout=self._rpc_timeout)
+        if (await description.memo()).get(_ARGS_MEMO) != args_digest:
             raise KeyReused
+        # A claim that closed unrecorded stays unknown; an open one may still be recorded.
+        within = wait_s if description.status == WorkflowExecutionStatus.RUNNING else 0
         outcome = await poll(
-            lambda: _signalled_outcome(client, handle), lambda found: found is not None, wait_s
+            lambda: _signalled_outcome(client, handle, self._rpc_timeout),
+            lambda found: found is not None,
+            within,
         )
+        if outcome is None and within:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message="An identical request is still in progress; retry shortly for its outcome",
+            )
         if outcome is None:
             raise MCPError(
                 code=INVALID_PARAMS,
-                message="An identical request is still in progress or did not finish; "
-                "its outcome is not known. Retry later, or start a new call.",
+                message="An identical request did not finish and its outcome is not known; "
+                "it will not run again: start a new call",
             )
         log.info("duplicate_answered_from_record", claim=handle.id)
         return _replay(outcome)
 
 
-async def _signalled_outcome(client: Client, handle: WorkflowHandle[Any, Any]) -> dict[str, Any] | None:
-    async for event in handle.fetch_history_events():
+async def _signalled_outcome(
+    client: Client, handle: WorkflowHandle[Any, Any], rpc_timeout: timedelta
+) -> dict[str, Any] | None:
+    async for event in handle.fetch_history_events(rpc_timeout=rpc_timeout):
         if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
             continue
         attributes = event.workflow_execution_signaled_event_attributes

@@ -12,7 +12,8 @@ import contextlib
 import ipaddress
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, NoReturn
 
 import structlog
@@ -20,21 +21,31 @@ import typer
 import uvicorn
 from fastapi import FastAPI
 from prometheus_client import start_http_server
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 from temporalio.worker import Worker
 
 from service._app import create_app, front_door
+from service._codec import key_id
 from service._devserver import DevServerError, start_dev_server
+from service._keyfile import KEY_FILE, KeyFileError, load_or_create
 from service._logging import configure_logging
 from service._metrics import Metrics
 from service._registry import Registry
-from service._settings import Settings
+from service._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, STATE_KEYS_VAR, Settings, encode_key
 from service._temporal import build_worker, connect
 from service._tokens import AuthConfigError
 from service._tracing import TracingUnavailable, configure_tracing
 from service.tools import ToolModuleError, default_registry
 
 log = structlog.get_logger("longtools.cli")
+
+HTTP_KEEP_ALIVE_S = 75
+"""Seconds uvicorn keeps an idle client connection open. A proxy in front must close its idle
+upstream connections sooner (nginx: ``keepalive_timeout`` in the upstream block), or it may send a
+request on a connection uvicorn is closing and answer 502."""
+HTTP_SHUTDOWN_S = 10
+"""Seconds a stopping API gives requests in flight to finish. Held MRTR rounds do not need it: they
+answer "not yet" as soon as the stop begins, and their clients retry on another replica."""
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -44,10 +55,67 @@ def _settings(**overrides: Any) -> Settings:
         fail(f"invalid configuration: {_first_error(exc)}")
     configure_logging(settings)
     try:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        # Private when made here: it may hold the key rings (keys.json) and what the tools store.
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         fail(f"cannot create the data directory {settings.data_dir}: {exc.strerror or exc}")
     return settings
+
+
+def _key_rings(settings: Settings, *, listen: bool, embedded: bool) -> Settings:
+    """Settings with the key rings this command needs: configured, kept by `serve`, or a refusal.
+
+    A key made per process would break every other replica and every restart (requestState,
+    idempotency ids, every payload stored in Temporal), so only `serve`, which owns its data dir,
+    makes keys, and keeps them there; `api` and `worker` must be given the deployment's rings.
+    """
+    if embedded:
+        if settings.state_keys is None or settings.payload_keys is None:
+            settings = _kept_rings(settings)
+    else:
+        if listen and settings.state_keys is None:
+            fail(
+                f"{STATE_KEYS_VAR} is not set: every `longtools api` replica needs the same requestState "
+                f"key ring (a key per process breaks the other replicas and every restart); generate a "
+                f"key with: {KEYGEN_HINT}"
+            )
+        if settings.payload_keys is None:
+            fail(
+                f"{PAYLOAD_KEYS_VAR} is not set: `longtools api` and every `longtools worker` need the "
+                f"same key ring to encrypt and read what they store in Temporal; generate a key with: "
+                f"{KEYGEN_HINT}"
+            )
+    payload = settings.require_payload_keys()
+    log.info("payload_keys", encrypting=key_id(payload[0]), decrypting=[key_id(key) for key in payload])
+    return settings
+
+
+def _kept_rings(settings: Settings) -> Settings:
+    """Fill in the rings `serve` was not given from ``<data-dir>/keys.json``, made on first start.
+
+    A configured variable always wins over the file.
+    """
+    path = settings.data_dir / KEY_FILE
+    try:
+        rings, created = load_or_create(path)
+    except KeyFileError as exc:
+        fail(str(exc))
+    update: dict[str, Any] = {}
+    if settings.state_keys is None:
+        update["state_keys"] = SecretStr(",".join(encode_key(key) for key in rings.state))
+    if settings.payload_keys is None:
+        update["payload_keys"] = SecretStr(",".join(encode_key(key) for key in rings.payload))
+    taken = [f"LONGTOOLS_{name.upper()}" for name in update]
+    if created:
+        log.warning(
+            "key_file_created",
+            path=str(path),
+            uses=taken,
+            detail="back this file up with temporal.db: without it the stored tasks cannot be read",
+        )
+    else:
+        log.info("key_file_read", path=str(path), uses=taken)
+    return settings.model_copy(update=update)
 
 
 def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:
@@ -57,7 +125,7 @@ def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:
             fail("--no-auth contradicts the token/JWT settings given; drop one of them")
         return settings
     if not settings.no_auth:
-        if not (loopback_default and _is_loopback(settings.host)):
+        if not (loopback_default and is_loopback(settings.host)):
             fail(
                 "authentication is not configured: set LONGTOOLS_AUTH_TOKENS (token=principal,...) or "
                 "LONGTOOLS_JWT_SECRET / LONGTOOLS_JWT_JWKS, or pass --no-auth to serve everyone as one user"
@@ -70,7 +138,7 @@ def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:
     return settings
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -88,7 +156,7 @@ def _registry(settings: Settings) -> Registry:
 
 def launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bool) -> NoReturn:
     """What every command does with its options: settings, tools, socket, then run until stopped."""
-    settings = _settings(**options)
+    settings = _key_rings(_settings(**options), listen=listen, embedded=embedded)
     if listen:
         settings = _auth_mode(settings, loopback_default=embedded)
     registry = _registry(settings)
@@ -150,9 +218,6 @@ async def _run_parts(
             stack.callback(dev.stop)
             settings = settings.model_copy(update={"temporal_address": dev.address})
             log.info("temporal_started", address=dev.address, db=str(settings.data_dir / "temporal.db"))
-        if worker and sock is None and not any(tool.workflow for tool in registry.tools.values()):
-            typer.echo("longtools: no long tools are configured; a worker has nothing to run", err=True)
-            return 2
         metrics = Metrics()
         worker_task: asyncio.Task[None] | None = None
         if worker:
@@ -176,7 +241,9 @@ async def _run_parts(
             except AuthConfigError as exc:
                 typer.echo(f"longtools: {exc}", err=True)
                 return 2
-            return await _serve(_uvicorn(settings, app), sock, settings.host)
+            return await serve_until_stopped(
+                _uvicorn(settings, app), sock, settings.host, "serving MCP", "/mcp"
+            )
         assert worker_task is not None
         if settings.worker_metrics_port is not None:
             server, _thread = start_http_server(
@@ -221,20 +288,26 @@ async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
         log.error("worker_failed", error=str(exc))
 
 
-def _uvicorn(settings: Settings, app: FastAPI) -> _Server:
-    return _Server(
+def _uvicorn(settings: Settings, app: FastAPI) -> Server:
+    return Server(
         uvicorn.Config(
             front_door(app),
             host=settings.host,
             port=settings.port,
             log_config=None,
             lifespan="on",
-            timeout_graceful_shutdown=10,
-        )
+            timeout_keep_alive=HTTP_KEEP_ALIVE_S,
+            timeout_graceful_shutdown=HTTP_SHUTDOWN_S,
+        ),
+        on_stop=app.state.stop_waiting,
     )
 
 
-async def _serve(server: _Server, sock: socket.socket, host: str) -> int:
+async def serve_until_stopped(
+    server: Server, sock: socket.socket, host: str, what: str, path: str = ""
+) -> int:
+    """Serve on ``sock`` until stopped; says ``longtools <what> at <url>`` once it accepts requests."""
+
     async def run() -> int:
         try:
             await server.serve(sockets=[sock])
@@ -249,16 +322,22 @@ async def _serve(server: _Server, sock: socket.socket, host: str) -> int:
     if server.started:
         port = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
-        print(f"longtools serving MCP at http://{shown}:{port}/mcp", flush=True)  # noqa: T201
+        print(f"longtools {what} at http://{shown}:{port}{path}", flush=True)  # noqa: T201
     return await task
 
 
-class _Server(uvicorn.Server):
-    """uvicorn that says when it accepts requests, and exits 0 (not by re-raising) on a stop signal."""
+class Server(uvicorn.Server):
+    """uvicorn that says when it accepts requests, calls ``on_stop`` as soon as a stop begins (the
+    API lets its held rounds go then), and exits 0 (not by re-raising) on a stop signal."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[], None] = lambda: None) -> None:
         super().__init__(config)
         self.ready = asyncio.Event()
+        self._on_stop = on_stop
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_stop()
+        super().handle_exit(sig, frame)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)

@@ -6,15 +6,18 @@ import base64
 import binascii
 from pathlib import Path
 from typing import Annotated, Literal
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 KEYGEN_HINT = (
     'python -c "import base64, secrets; print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())"'
     " (or: longtools keygen)"
 )
+
+STATE_KEYS_VAR = "LONGTOOLS_STATE_KEYS"
+PAYLOAD_KEYS_VAR = "LONGTOOLS_PAYLOAD_KEYS"
 
 
 def _split_commas(value: object) -> object:
@@ -42,7 +45,20 @@ class Settings(BaseSettings):
     state_keys: SecretStr | None = Field(
         None,
         description="Comma-separated requestState keys, each the URL-safe base64 of 32 random bytes. "
-        "The first seals, all open. Unset: an ephemeral per-process key (single replica only).",
+        "The first seals, all open. Unset: `serve` keeps a generated ring in <data-dir>/keys.json; "
+        "`api` refuses to start.",
+    )
+    payload_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated keys that encrypt what longtools stores in Temporal (arguments, "
+        "answers, results, memos), each the URL-safe base64 of 32 random bytes. The first encrypts, all "
+        "decrypt. Unset: `serve` keeps a generated ring in <data-dir>/keys.json; `api` and `worker` refuse "
+        "to start.",
+    )
+    codec_token: SecretStr | None = Field(
+        None,
+        description="Bearer token `longtools codec-server` requires (at least 16 characters); needed to "
+        "bind it anywhere but loopback, since it decrypts every stored payload for whoever reaches it.",
     )
     state_ttl_s: float = Field(
         600.0, gt=0, description="Seconds a requestState stays valid after it is minted."
@@ -88,7 +104,40 @@ class Settings(BaseSettings):
     mrtr_wait_s: float = Field(
         30.0,
         ge=0,
-        description="Seconds one MRTR round of a long tool holds the request open while the work runs.",
+        le=300,
+        description="Seconds one MRTR round of a long tool holds the request open while the work runs "
+        "(at most 300: proxies and clients give up on a silent request long before that).",
+    )
+    max_active_tasks_per_principal: int = Field(
+        1000,
+        ge=1,
+        description="Most tasks one principal may have running at once; a start beyond it is refused. "
+        "Counted by Temporal's visibility, so starts made at the same moment may pass it by a few.",
+    )
+    max_held_rounds_per_principal: int = Field(
+        100, ge=1, description="Most MRTR rounds of one principal an API process holds open at once."
+    )
+    max_held_rounds: int = Field(
+        5000, ge=1, description="Most MRTR rounds an API process holds open at once, for everyone."
+    )
+    max_task_answer_bytes: int = Field(
+        1_048_576,
+        gt=0,
+        description="Most bytes of answers (as JSON) one task accepts over its life; each answer is "
+        "written to the task's history, which Temporal limits.",
+    )
+    temporal_rpc_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="Seconds the API waits for one Temporal call before it answers that the task "
+        "service is unavailable.",
+    )
+    worker_shutdown_s: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds a stopping worker lets its running activities finish before it cancels "
+        "them (they are retried on another worker).",
     )
     answer_settle_s: float = Field(
         2.0,
@@ -106,7 +155,9 @@ class Settings(BaseSettings):
     )
     jwt_issuer: str | None = Field(None, description="Required `iss` of JWT bearer tokens.")
     jwt_audience: str | None = Field(
-        None, description="Required `aud` of JWT bearer tokens (default: resource_url, when set)."
+        None,
+        description="The `aud` a JWT bearer token must carry, when it is not resource_url (the default); "
+        "a token issued for another resource is refused (RFC 8707).",
     )
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret for JWT bearer tokens.")
     jwt_jwks: str | None = Field(
@@ -121,13 +172,14 @@ class Settings(BaseSettings):
     )
     resource_url: str | None = Field(
         None,
-        description="Public URL of the MCP endpoint (e.g. https://mcp.example.com/mcp), for OAuth "
-        "Protected Resource Metadata; unset: derived from each request's Host.",
+        description="Public URL of the MCP endpoint (e.g. https://mcp.example.com/mcp; http:// only on "
+        "loopback): the `resource` of the OAuth Protected Resource Metadata and the `aud` JWTs must carry. "
+        "Required with any jwt_* setting; unset with static tokens: no metadata is served.",
     )
     authorization_servers: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Authorization server issuer URLs listed in the Protected Resource Metadata, "
-        "comma-separated (default: jwt_issuer).",
+        "comma-separated (default: jwt_issuer); the metadata is served only with resource_url.",
     )
     idempotency_ttl_s: float = Field(
         86_400.0,
@@ -170,16 +222,28 @@ class Settings(BaseSettings):
     def _comma_list(cls, value: object) -> object:
         return _split_commas(value)
 
-    @field_validator("state_keys", "auth_tokens", "jwt_secret", "jwt_jwks", "jwt_issuer", mode="before")
+    @field_validator(
+        "state_keys",
+        "payload_keys",
+        "codec_token",
+        "auth_tokens",
+        "jwt_secret",
+        "jwt_jwks",
+        "jwt_issuer",
+        "jwt_audience",
+        "resource_url",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
+        # `LONGTOOLS_X=` in an env file (compose passes an unset variable so) means unset, not "".
         return None if value == "" else value
 
-    @field_validator("state_keys")
+    @field_validator("state_keys", "payload_keys")
     @classmethod
-    def _check_keys(cls, value: SecretStr | None) -> SecretStr | None:
+    def _check_key_ring(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
         if value is not None:
-            decode_state_keys(value.get_secret_value())
+            decode_key_ring(value.get_secret_value(), f"LONGTOOLS_{str(info.field_name).upper()}")
         return value
 
     @field_validator("auth_tokens")
@@ -198,6 +262,22 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("resource_url")
+    @classmethod
+    def _check_resource_url(cls, value: str | None) -> str | None:
+        # RFC 8707 section 2 and RFC 9728 section 1.2: an absolute URL without a fragment; https,
+        # since clients send their tokens there (http:// on loopback, for trying things locally).
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        secure = parts.scheme == "https" or (parts.scheme == "http" and _loopback_url(value))
+        if not secure or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError(
+                "LONGTOOLS_RESOURCE_URL must be the public https:// URL of the MCP endpoint, without "
+                "query or fragment, e.g. https://mcp.example.com/mcp (http:// only on loopback)"
+            )
+        return value
+
     @property
     def auth_configured(self) -> bool:
         """Whether any token or JWT setting is given (authentication is then on)."""
@@ -209,14 +289,52 @@ class Settings(BaseSettings):
         """The decoded key ring, or None when no keys are configured."""
         if self.state_keys is None:
             return None
-        return decode_state_keys(self.state_keys.get_secret_value())
+        return decode_key_ring(self.state_keys.get_secret_value(), STATE_KEYS_VAR)
+
+    def payload_key_ring(self) -> list[bytes] | None:
+        """The decoded payload key ring (first encrypts), or None when none is configured."""
+        if self.payload_keys is None:
+            return None
+        return decode_key_ring(self.payload_keys.get_secret_value(), PAYLOAD_KEYS_VAR)
+
+    def require_state_keys(self) -> list[bytes]:
+        """The state key ring; raises MissingKeyRing when none is configured."""
+        keys = self.state_key_ring()
+        if keys is None:
+            raise MissingKeyRing(STATE_KEYS_VAR)
+        return keys
+
+    def require_payload_keys(self) -> list[bytes]:
+        """The payload key ring; raises MissingKeyRing when none is configured."""
+        keys = self.payload_key_ring()
+        if keys is None:
+            raise MissingKeyRing(PAYLOAD_KEYS_VAR)
+        return keys
 
 
-def decode_state_keys(raw: str) -> list[bytes]:
-    """Decode ``LONGTOOLS_STATE_KEYS``; a ValueError names the fix, never the key."""
+class MissingKeyRing(Exception):
+    """A key ring this process needs is not configured (the message names the variable and the fix)."""
+
+    def __init__(self, variable: str) -> None:
+        super().__init__(
+            f"{variable} is not set: give every process of the deployment the same key ring "
+            f"(the comma-separated URL-safe base64 of 32 random bytes each); generate a key with: "
+            f"{KEYGEN_HINT}"
+        )
+        self.variable = variable
+
+
+def encode_key(key: bytes) -> str:
+    """One key as it is written in a ring: URL-safe base64 of its 32 bytes."""
+    return base64.urlsafe_b64encode(key).decode()
+
+
+def decode_key_ring(raw: str, variable: str) -> list[bytes]:
+    """Decode a comma-separated ring of keys named ``variable`` in messages; a ValueError names the
+    fix, never a key."""
     parts = [part.strip() for part in raw.split(",") if part.strip()]
     if not parts:
-        raise ValueError(f"LONGTOOLS_STATE_KEYS is set but empty; generate a key with: {KEYGEN_HINT}")
+        raise ValueError(f"{variable} is set but empty; generate a key with: {KEYGEN_HINT}")
     keys: list[bytes] = []
     for index, part in enumerate(parts):
         try:
@@ -225,12 +343,12 @@ def decode_state_keys(raw: str) -> list[bytes]:
             key = b""
         if len(key) != 32:
             raise ValueError(
-                f"LONGTOOLS_STATE_KEYS entry {index} is not the URL-safe base64 of 32 bytes; "
+                f"{variable} entry {index} is not the URL-safe base64 of 32 bytes; "
                 f"generate one with: {KEYGEN_HINT}"
             )
         keys.append(key)
     if len(set(keys)) != len(keys):
-        raise ValueError("LONGTOOLS_STATE_KEYS lists the same key twice")
+        raise ValueError(f"{variable} lists the same key twice")
     return keys
 
 

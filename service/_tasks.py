@@ -9,6 +9,9 @@ every worker stopped, so ``tasks/get`` and ``tasks/update`` never wait for one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
+import json
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -19,13 +22,23 @@ import jsonschema
 import structlog
 from mcp_types import CallToolResult, CreateMessageResult, ElicitResult, ListRootsResult
 from pydantic import BaseModel, ValidationError
+from temporalio.api.common.v1 import Payloads, WorkflowExecution
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import SignalWorkflowExecutionRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
 )
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import (
     ApplicationError,
     CancelledError,
@@ -50,6 +63,10 @@ _OWNER_MEMO = "longtools.owner"
 _TTL_MEMO = "longtools.ttl_ms"
 _ARGS_MEMO = "longtools.args"
 _INTERNAL_ERROR = -32603
+OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("LongtoolsOwner")
+"""A task's owner as a keyed hash (search attributes are stored in plaintext, unlike memos), so
+Temporal can count a principal's running tasks. Registered in the namespace on first use."""
+_START_ATTEMPTS = 3
 
 
 class TaskNotFound(Exception):
@@ -58,6 +75,18 @@ class TaskNotFound(Exception):
 
 class AnswerRejected(Exception):
     """An answer does not fit the question it answers; the message says which and why."""
+
+
+class AnswersTooLarge(Exception):
+    """The answers would take the task past ``max_task_answer_bytes``."""
+
+
+class TooManyTasks(Exception):
+    """The caller already has ``max_active_tasks_per_principal`` tasks running."""
+
+
+class OwnerAttributeMissing(Exception):
+    """The namespace lacks the search attribute tasks are counted by, and it cannot be added."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,8 @@ class TaskView:
     error: Mapping[str, Any] | None = None
     args_digest: str | None = None
     """For a task started with an idempotency key: the digest of its arguments (never on the wire)."""
+    answered_bytes: int = 0
+    """Bytes of answers the task has received (never on the wire)."""
 
     def wire(self, poll_interval_ms: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -108,10 +139,10 @@ class Tasks:
         self._client = client
         self.eager = eager
         """Whether a worker shares ``client`` in this process, so starts may ask for eager execution."""
-
-    @property
-    def client(self) -> Callable[[], Client]:
-        return self._client
+        self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
+        self._owner_attribute_ready = False
+        self._owner_attribute_lock = asyncio.Lock()
+        self._stopping = asyncio.Event()
 
     async def start(
         self,
@@ -119,41 +150,66 @@ class Tasks:
         args: BaseModel,
         principal: str,
         *,
+        owner_tag: str,
         task_id: str | None = None,
         args_digest: str | None = None,
     ) -> tuple[TaskView, bool]:
         """Start ``tool``'s workflow; returns once Temporal has it durably (so ``tasks/get`` finds it).
 
-        With a ``task_id`` (derived from an idempotency key) an existing task of that id is
-        returned instead of a second one, also to concurrent duplicates. The flag says whether the
-        task was created by this call.
+        With a ``task_id`` (derived from an idempotency key or an exchange) an existing task of that
+        id is returned instead of a second one, also to concurrent duplicates. The flag says whether
+        the task was created by this call. ``owner_tag`` is the principal's keyed hash, by which
+        Temporal counts the principal's running tasks.
+
+        A start whose answer is lost (Temporal slow or unreachable) is tried again under the same
+        id, so a start Temporal did accept is found, never left running unknown to anyone.
 
         Raises:
             TaskNotFound: the existing task under ``task_id`` has expired or is not the caller's.
+            TooManyTasks: the principal has ``max_active_tasks_per_principal`` tasks running.
+            OwnerAttributeMissing: tasks cannot be counted in this namespace (an operator's fix).
         """
+        await self._ensure_owner_attribute()
+        if await self._running_tasks(owner_tag) >= self._settings.max_active_tasks_per_principal:
+            if task_id is not None:  # asking again for a task that exists is not a new task
+                with contextlib.suppress(TaskNotFound):
+                    return await self.get(task_id, principal), False
+            raise TooManyTasks
         ttl_ms = int(self._settings.task_ttl_s * 1000)
         memo: dict[str, Any] = {TOOL_MEMO: tool.name, _OWNER_MEMO: principal, _TTL_MEMO: ttl_ms}
         if args_digest is not None:
             memo[_ARGS_MEMO] = args_digest
-        try:
-            handle = await self._client().start_workflow(
-                tool.workflow_name,
-                args,
-                id=task_id or secrets.token_urlsafe(18),
-                task_queue=self._settings.task_queue,
-                memo=memo,
-                # The task's TTL is its workflow's lifetime: an abandoned question does not wait forever.
-                execution_timeout=timedelta(milliseconds=ttl_ms),
-                # One start per id, ever (within Temporal's retention): only a derived id can meet
-                # an existing workflow, and that workflow is then the task asked for.
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                request_eager_start=self.eager,
-            )
-        except WorkflowAlreadyStartedError:
-            if task_id is None:
-                raise
-            return await self.get(task_id, principal), False
+        derived, task_id = task_id is not None, task_id or secrets.token_urlsafe(18)
+        for attempt in range(_START_ATTEMPTS):
+            try:
+                handle = await self._client().start_workflow(
+                    tool.workflow_name,
+                    args,
+                    id=task_id,
+                    task_queue=self._settings.task_queue,
+                    memo=memo,
+                    search_attributes=TypedSearchAttributes(
+                        [SearchAttributePair(OWNER_ATTRIBUTE, owner_tag)]
+                    ),
+                    # The task's TTL is its workflow's lifetime: an abandoned question does not wait forever.
+                    execution_timeout=timedelta(milliseconds=ttl_ms),
+                    # One start per id, ever (within Temporal's retention): only a derived id, or a
+                    # start tried again, can meet an existing workflow, and that is the task asked for.
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                    request_eager_start=self.eager,
+                    rpc_timeout=self._rpc_timeout,
+                )
+                break
+            except WorkflowAlreadyStartedError:
+                if not (derived or attempt):
+                    raise
+                # Ours if an earlier attempt of this call made it (its answer was lost).
+                return await self.get(task_id, principal), bool(attempt)
+            except RPCError as exc:
+                if attempt + 1 == _START_ATTEMPTS or not _maybe_lost(exc):
+                    raise
+                log.warning("task_start_retried", task_id=task_id, status=exc.status.name)
         log.info("task_started", task_id=handle.id, tool=tool.name, run_id=handle.result_run_id)
         now = datetime.now(UTC)
         view = TaskView(
@@ -167,6 +223,45 @@ class Tasks:
         )
         return view, True
 
+    async def _running_tasks(self, owner_tag: str) -> int:
+        query = f'{OWNER_ATTRIBUTE.name}="{owner_tag}" AND ExecutionStatus="Running"'
+        counted = await self._client().count_workflows(query, rpc_timeout=self._rpc_timeout)
+        return counted.count
+
+    async def _ensure_owner_attribute(self) -> None:
+        """Register the owner search attribute in the namespace, once per process (idempotent)."""
+        if self._owner_attribute_ready:
+            return
+        async with self._owner_attribute_lock:
+            if self._owner_attribute_ready:
+                return
+            client = self._client()
+            namespace = self._settings.temporal_namespace
+            listed = await client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=namespace), timeout=self._rpc_timeout
+            )
+            if OWNER_ATTRIBUTE.name not in listed.custom_attributes:
+                keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+                try:
+                    await client.operator_service.add_search_attributes(
+                        AddSearchAttributesRequest(
+                            namespace=namespace, search_attributes={OWNER_ATTRIBUTE.name: keyword}
+                        ),
+                        timeout=self._rpc_timeout,
+                    )
+                except RPCError as exc:
+                    if exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                        raise
+                    log.error(
+                        "owner_attribute_missing",
+                        status=exc.status.name,
+                        fix=f"temporal operator search-attribute create --namespace {namespace} "
+                        f"--name {OWNER_ATTRIBUTE.name} --type Keyword",
+                    )
+                    raise OwnerAttributeMissing from None
+                log.info("owner_attribute_added", namespace=namespace)
+            self._owner_attribute_ready = True
+
     async def completed_within(self, tool: Tool, task_id: str, within_s: float) -> CallToolResult | None:
         """The task's result if it completes within ``within_s`` seconds; None otherwise.
 
@@ -175,7 +270,7 @@ class Tasks:
         """
         handle = self._client().get_workflow_handle(task_id, result_type=tool.output_model)
         try:
-            value = await asyncio.wait_for(handle.result(follow_runs=False), within_s)
+            value = await asyncio.wait_for(handle.result(), within_s)  # through continue-as-new too
         except (TimeoutError, WorkflowFailureError):
             return None
         try:
@@ -188,7 +283,7 @@ class Tasks:
         """The task as it stands now; raises TaskNotFound for anything the caller may not see."""
         handle = self._client().get_workflow_handle(task_id)
         try:
-            desc = await handle.describe()
+            desc = await handle.describe(rpc_timeout=self._rpc_timeout)
         except RPCError as exc:
             if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
                 raise TaskNotFound("Task not found") from None
@@ -198,7 +293,7 @@ class Tasks:
         if tool is None or memo.get(_OWNER_MEMO) != principal:
             raise TaskNotFound("Task not found")
         ttl_ms = int(memo.get(_TTL_MEMO, 0))
-        created = desc.start_time
+        created = _created(desc, ttl_ms)
         if desc.status == WorkflowExecutionStatus.TIMED_OUT or datetime.now(UTC) > created + timedelta(
             milliseconds=ttl_ms
         ):
@@ -221,13 +316,14 @@ class Tasks:
         if desc.status == WorkflowExecutionStatus.CANCELED:
             return replace(view, status="cancelled")
         if desc.status == WorkflowExecutionStatus.TERMINATED:
-            error = {"code": _INTERNAL_ERROR, "message": "The task was terminated by an operator"}
+            # By an operator, or by Temporal itself when the task's history outgrew its limits.
+            error = {"code": _INTERNAL_ERROR, "message": "The task was terminated before it finished"}
             return replace(view, status="failed", error=error)
         handle = self._client().get_workflow_handle(
             view.task_id, run_id=desc.run_id, result_type=tool.output_model
         )
         try:
-            value = await handle.result(follow_runs=False)
+            value = await handle.result(follow_runs=False, rpc_timeout=self._rpc_timeout)
         except WorkflowFailureError as exc:
             return _failed(view, tool, exc)
         try:
@@ -250,6 +346,7 @@ class Tasks:
         Raises:
             AnswerRejected: an answer does not fit its question (unless ``skip_invalid``, which
                 leaves that question outstanding); nothing is sent.
+            AnswersTooLarge: the task has taken ``max_task_answer_bytes`` of answers; nothing is sent.
         """
         asked = view.input_requests or {}
         accepted: dict[str, Any] = {}
@@ -262,17 +359,41 @@ class Tasks:
             except AnswerRejected:
                 if not skip_invalid:
                     raise
-        if accepted:
-            await self._client().get_workflow_handle(view.task_id).signal(ANSWER_SIGNAL, accepted)
-            log.info("task_answered", task_id=view.task_id, keys=sorted(accepted))
+        if not accepted:
+            return []
+        # Every answer is written to the task's history, whose size Temporal bounds: past this
+        # budget the task would fail for good, so the answer is refused instead (answers sent at
+        # the same moment to different questions may pass it together).
+        size = len(json.dumps(accepted, separators=(",", ":")))
+        if view.answered_bytes + size > self._settings.max_task_answer_bytes:
+            raise AnswersTooLarge
+        await asyncio.gather(*(self._deliver(view.task_id, key, answer) for key, answer in accepted.items()))
+        log.info("task_answered", task_id=view.task_id, keys=sorted(accepted))
         return sorted(accepted)
+
+    async def _deliver(self, task_id: str, key: str, answer: Any) -> None:
+        """Signal one answer, once per question: Temporal drops a signal whose request id it has
+        seen in this run, so answers to one question sent again or in parallel (replays, retries,
+        two replicas) cost the task's history one signal, not one each."""
+        client = self._client()
+        request = SignalWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=task_id),
+            signal_name=ANSWER_SIGNAL,
+            input=Payloads(payloads=await client.data_converter.encode([{key: answer}])),
+            identity=client.identity,
+            request_id=hashlib.sha256(f"{task_id}\x00{key}".encode()).hexdigest()[:32],
+        )
+        await client.workflow_service.signal_workflow_execution(
+            request, retry=True, timeout=self._rpc_timeout
+        )
 
     async def cancel(self, view: TaskView) -> None:
         """Ask the workflow to stop (cooperative); a task already closed stays as it is."""
         if view.status in TERMINAL:
             return
         try:
-            await self._client().get_workflow_handle(view.task_id).cancel()
+            await self._client().get_workflow_handle(view.task_id).cancel(rpc_timeout=self._rpc_timeout)
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:  # closed in the meantime: nothing to cancel
                 raise
@@ -289,7 +410,7 @@ class Tasks:
         """Poll until ``done(view)`` or ``within_s`` seconds pass; returns the last view either way.
 
         Polling ``DescribeWorkflowExecution`` (a few ms each) works with no worker running, which a
-        query or an update would not.
+        query or an update would not. Once ``stop_waiting`` is called, it returns at once.
         """
 
         async def probe() -> TaskView:
@@ -298,7 +419,12 @@ class Tasks:
                 await seen(view)
             return view
 
-        return await poll(probe, done, within_s)
+        return await poll(probe, done, within_s, stop=self._stopping)
+
+    def stop_waiting(self) -> None:
+        """End every wait now (the process is stopping): a held round then answers "not yet", and
+        its client retries on another replica, or here after the restart."""
+        self._stopping.set()
 
 
 def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[str, Any]:
@@ -339,8 +465,9 @@ def _running(view: TaskView, published: Any) -> TaskView:
             message=state.message,
             input_requests=state.input_requests,
             updated_at=updated,
+            answered_bytes=state.answered_bytes,
         )
-    return replace(view, message=state.message, updated_at=updated)
+    return replace(view, message=state.message, updated_at=updated, answered_bytes=state.answered_bytes)
 
 
 def _failed(view: TaskView, tool: Tool, exc: WorkflowFailureError) -> TaskView:
@@ -361,11 +488,40 @@ def _failed(view: TaskView, tool: Tool, exc: WorkflowFailureError) -> TaskView:
             )
             return replace(view, status="failed", error={"code": code, "message": cause.message})
         cause = cause.cause if isinstance(cause, FailureError) else None
-    # Anything else is a bug or an outage in the tool: the detail stays in the log.
-    log.warning("task_failed", task_id=view.task_id, tool=tool.name, cause=repr(exc.cause))
+    # Anything else is a bug or an outage in the tool. The log names the failure's kind only: its
+    # message may quote the tool's arguments or results.
+    log.warning("task_failed", task_id=view.task_id, tool=tool.name, cause=_failure_kinds(exc.cause))
     return replace(
         view, status="failed", error={"code": _INTERNAL_ERROR, "message": f"Error executing tool {tool.name}"}
     )
+
+
+def _created(desc: WorkflowExecutionDescription, ttl_ms: int) -> datetime:
+    """When the task was created: its execution's end less its TTL.
+
+    After the workflow continued as new, ``start_time`` is the latest run's start; the
+    execution's expiration stays where the first start put it (start + ``execution_timeout``).
+    """
+    expiration = desc.raw_description.workflow_extended_info.execution_expiration_time
+    if expiration.seconds or expiration.nanos:
+        return expiration.ToDatetime(tzinfo=UTC) - timedelta(milliseconds=ttl_ms)
+    return desc.start_time
+
+
+def _failure_kinds(cause: BaseException | None) -> list[str]:
+    """The chain of a failure's types (an ApplicationError's own ``type``), without messages."""
+    kinds: list[str] = []
+    while cause is not None and len(kinds) < 10:
+        kinds.append(
+            cause.type or "ApplicationError" if isinstance(cause, ApplicationError) else type(cause).__name__
+        )
+        cause = cause.cause if isinstance(cause, FailureError) else None
+    return kinds
+
+
+def _maybe_lost(exc: RPCError) -> bool:
+    """Whether a call that failed with ``exc`` may still have taken effect in Temporal."""
+    return exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED)
 
 
 def _iso(moment: datetime) -> str:

@@ -3,25 +3,38 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import TypeVar
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from service._codec import EncryptionCodec
 from service._registry import Registry
 from service._settings import Settings
+from workflows._ask import CarryConversation
 from workflows._metrics import TaskMetricsInterceptor
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 T = TypeVar("T")
 
 
-async def poll(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], within_s: float) -> T:
-    """``probe()`` until ``done(result)`` or ``within_s`` seconds pass; returns the last result.
+async def poll(
+    probe: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    within_s: float,
+    *,
+    stop: asyncio.Event | None = None,
+) -> T:
+    """``probe()`` until ``done(result)``, ``within_s`` seconds pass or ``stop`` is set; returns
+    the last result.
 
     Temporal state the API reads (describe, history) has no push channel that works with every
     worker down, so it is polled: every 20 ms at first, backing off to 250 ms.
@@ -32,9 +45,13 @@ async def poll(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], wit
     while True:
         result = await probe()
         left = deadline - loop.time()
-        if done(result) or left <= 0:
+        if done(result) or left <= 0 or (stop is not None and stop.is_set()):
             return result
-        await asyncio.sleep(min(pause, left))
+        if stop is None:
+            await asyncio.sleep(min(pause, left))
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), min(pause, left))
         pause = min(pause * 1.5, 0.25)
 
 
@@ -52,18 +69,41 @@ async def connect(settings: Settings, *, lazy: bool = False, runtime: Runtime | 
     through deprecated v1 paths and silently loses types. ``runtime`` (``Metrics.runtime()``)
     carries the metrics of this client and of every worker built on it; None is the SDK's default
     runtime, which records none.
+
+    Everything this client and its workers write is encrypted with the payload key ring (see
+    ``data_converter``).
+
+    Raises:
+        MissingKeyRing: no payload keys are configured (``launch`` makes sure they are).
     """
     return await Client.connect(
         settings.temporal_address or DEFAULT_ADDRESS,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
         lazy=lazy,
         runtime=runtime,
     )
 
 
+def data_converter(settings: Settings) -> DataConverter:
+    """The pydantic converter with every payload encrypted by the payload key ring.
+
+    Failures carry their message and stack trace as an encrypted payload too (Temporal stores them
+    in plain text otherwise): a tool's error text can hold what the person typed.
+
+    Raises:
+        MissingKeyRing: no payload keys are configured.
+    """
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=EncryptionCodec(settings.require_payload_keys()),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
+
+
 def build_worker(settings: Settings, client: Client, registry: Registry) -> Worker:
-    """The worker for every long tool in ``registry``: their workflows and their activities.
+    """The worker for every long tool in ``registry`` (their workflows and activities) and for
+    longtools' own run-once records, which a deployment of quick tools only needs too.
 
     Its workflows record task metrics through ``client``'s runtime (see ``connect``).
     """
@@ -72,10 +112,13 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
         task_queue=settings.task_queue,
         workflows=registry.workflows,
         activities=registry.activities,
-        interceptors=[TaskMetricsInterceptor()],
+        interceptors=[TaskMetricsInterceptor(), CarryConversation()],
         # A task waiting for a person's answer need not stay in memory: past this many, the least
         # recently run is dropped and replayed from its history when it runs again.
         max_cached_workflows=settings.worker_cached_tasks,
+        # On stop, running activities get this long to finish before they are cancelled (and then
+        # retried on another worker): a step half-done is worse than a shutdown that waits.
+        graceful_shutdown_timeout=timedelta(seconds=settings.worker_shutdown_s),
         # A bug in workflow code (any exception but ToolError/ProtocolError) is left to Temporal's
         # default: the workflow task retries until fixed code is deployed, and the task continues
         # where it was. Failing it instead would lose every task in flight on a bad deploy.

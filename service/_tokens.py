@@ -7,6 +7,13 @@ token. ``principal_id`` is the string tasks and requestState are bound to.
 Which algorithms are accepted is decided by the configuration alone, never by a token's header:
 HS256 only with ``jwt_secret``, RS256/ES256 only with keys from ``jwt_jwks``. So an HS256 token
 "signed" with the public key cannot pass for an RS256 one, and ``alg: none`` never passes.
+
+Every JWT must name this server in ``aud`` (RFC 8707): ``jwt_audience``, or else ``resource_url``,
+which any JWT setting requires. An identity provider issues tokens for many APIs; without the
+audience check a token meant for any of them would be accepted here.
+
+The verifier's answer is final: ``exp`` and ``nbf`` get ``LEEWAY_S`` here, and ``_auth.VerifiedBearer``
+does not check them a second time.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ STATIC_ISSUER = "longtools:static"
 """The ``iss`` a static token's AccessToken carries; a JWT claiming it is refused, so the two never mix."""
 
 LEEWAY_S = 30.0
+"""Seconds of clock skew allowed on ``exp`` and ``nbf``: a token expired 10 s ago is still accepted."""
 JWKS_REFETCH_INTERVAL_S = 60.0
 # A key the IdP withdrew (rotated out, compromised) stops working within this long, IdP reachable.
 JWKS_MAX_AGE_S = 3600.0
@@ -111,8 +119,8 @@ class BearerVerifier:
     ``aclose``); ``clock`` (monotonic seconds) paces JWKS refetches.
 
     Raises:
-        AuthConfigError: nothing to verify tokens with, a too-short secret, or a JWKS file that
-            cannot be read or holds no usable RS256/ES256 key.
+        AuthConfigError: nothing to verify tokens with, a JWT setting without ``resource_url``, a
+            too-short secret, or a JWKS file that cannot be read or holds no usable RS256/ES256 key.
     """
 
     def __init__(
@@ -173,6 +181,13 @@ class BearerVerifier:
             raise AuthConfigError(
                 "no way to verify bearer tokens: set LONGTOOLS_AUTH_TOKENS, LONGTOOLS_JWT_SECRET "
                 "or LONGTOOLS_JWT_JWKS"
+            )
+        jwt_settings = (settings.jwt_secret, settings.jwt_jwks, settings.jwt_issuer, settings.jwt_audience)
+        if settings.resource_url is None and any(value is not None for value in jwt_settings):
+            raise AuthConfigError(
+                "JWT authentication needs LONGTOOLS_RESOURCE_URL, the public URL of this MCP endpoint "
+                "(e.g. https://mcp.example.com/mcp): tokens must be issued for it (their aud; "
+                "LONGTOOLS_JWT_AUDIENCE may name another), and the OAuth metadata announces it"
             )
         self._issuer = settings.jwt_issuer
         self._audience = settings.jwt_audience or settings.resource_url
@@ -240,11 +255,9 @@ class BearerVerifier:
                 audience=self._audience,
                 issuer=self._issuer,
                 leeway=LEEWAY_S,
-                options={
-                    "require": ["exp", "sub"],
-                    "verify_aud": self._audience is not None,
-                    "enforce_minimum_key_length": True,
-                },
+                # aud is always verified and required: a JWT setting without an audience never gets
+                # this far (__init__ refuses it), and a token without aud is not one issued for us.
+                options={"require": ["exp", "sub", "aud"], "enforce_minimum_key_length": True},
             )
         except jwt.ExpiredSignatureError:
             raise _Refused("expired") from None

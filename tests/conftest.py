@@ -22,6 +22,7 @@ URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
 _WORKER_LINE = re.compile(r"longtools worker polling")
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
 STATE_KEY = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+PAYLOAD_KEY = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 
 
 def _die_with_parent() -> None:
@@ -60,12 +61,12 @@ class Served:
 def start_server(
     tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30, command: str = "serve"
 ) -> Served:
-    """Start ``longtools serve --port 0`` (or ``api``) and wait (bounded) for its URL line and /healthz."""
+    """Start ``longtools serve --port 0`` (or ``api``) and wait (bounded) for its URL line and /readyz."""
     return server_ready(spawn(tmp, [command, "--port", "0", *args], env), timeout)
 
 
 def server_ready(spawned: tuple[subprocess.Popen[str], Path], timeout: float = 30) -> Served:
-    """Wait (bounded) for a spawned ``serve``/``api`` to print its URL and answer /healthz.
+    """Wait (bounded) for a spawned ``serve``/``api`` to print its URL and be ready (/readyz).
 
     Spawning several and then waiting for each boots them side by side. Spawn from the main thread
     only: PDEATHSIG fires when the spawning *thread* ends, so a pool thread's children die with it.
@@ -75,11 +76,11 @@ def server_ready(spawned: tuple[subprocess.Popen[str], Path], timeout: float = 3
     served = Served(process=process, url=url, log_path=log_path)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if httpx.get(f"{served.base}/healthz").status_code == 200:
+        if httpx.get(f"{served.base}/readyz").status_code == 200:
             return served
         time.sleep(0.05)
     served.stop()
-    raise RuntimeError(f"longtools never became healthy:\n{log_path.read_text()}")
+    raise RuntimeError(f"longtools never became ready:\n{log_path.read_text()}")
 
 
 def start_worker(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Served:
@@ -98,7 +99,10 @@ def spawn(tmp: Path, args: list[str], env: dict[str, str] | None) -> tuple[subpr
     full_env = {
         **os.environ,
         "LONGTOOLS_LOG_FORMAT": "json",
+        # The same rings for every process of a session, as a deployment has; a test passes "" to
+        # leave one unset (empty means unset in Settings).
         "LONGTOOLS_STATE_KEYS": STATE_KEY,
+        "LONGTOOLS_PAYLOAD_KEYS": PAYLOAD_KEY,
         # Each server gets its own embedded Temporal on a free port (7233 may be taken).
         "LONGTOOLS_TEMPORAL_PORT": "0",
         **(env or {}),

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from service._devserver import start_dev_server
-from tests.conftest import URL_LINE, Served, spawn, start_server, wait_for_line
+from tests.conftest import PAYLOAD_KEY, STATE_KEY, URL_LINE, Served, spawn, start_server, wait_for_line
 from tests.wire import error, post, result
 
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
@@ -26,7 +26,9 @@ _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_serve_prints_its_url_answers_health_and_stops_cleanly_on_a_signal(tmp_path: Path, sig: int) -> None:
     served = start_server(tmp_path)
-    assert httpx.get(f"{served.base}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{served.base}/livez").json() == {"status": "ok"}
+    assert httpx.get(f"{served.base}/readyz").json() == {"status": "ok"}
+    assert httpx.get(f"{served.base}/healthz").status_code == 404  # replaced by the two above
     assert result(post(served.url, "server/discover"))["supportedVersions"] == ["2026-07-28"]
     assert served.stop(sig) == 0
     log = served.log_text()
@@ -51,15 +53,22 @@ def test_serve_writes_one_json_event_per_request_without_bodies(tmp_path: Path) 
     assert "secret-argument-value" not in served.log_text()
 
 
-def test_without_state_keys_serve_warns_loudly_and_still_serves(tmp_path: Path) -> None:
+def test_without_state_keys_serve_keeps_a_generated_ring_in_its_data_dir(tmp_path: Path) -> None:
     served = start_server(tmp_path, env={"LONGTOOLS_STATE_KEYS": ""})
     served.stop()
-    assert "state_keys_unset" in served.log_text()
+    assert '"key_file_created"' in served.log_text()
+    assert (tmp_path / "data" / "keys.json").exists()
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # The key rings a deployment has (as spawn gives them), so that what a test checks is reached.
+    keys = {"LONGTOOLS_STATE_KEYS": STATE_KEY, "LONGTOOLS_PAYLOAD_KEYS": PAYLOAD_KEY}
     return subprocess.run(
-        [_LONGTOOLS, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+        [_LONGTOOLS, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **keys, **(env or {})},
     )
 
 
@@ -184,8 +193,10 @@ def test_api_without_temporal_serves_quick_tools_and_says_it_is_unhealthy(tmp_pa
     )
     api = Served(process=process, url=wait_for_line(process, log_path, URL_LINE, 30), log_path=log_path)
     try:
-        health = httpx.get(f"{api.base}/healthz")
-        assert health.status_code == 503 and health.json() == {"status": "temporal unavailable"}
+        live = httpx.get(f"{api.base}/livez")
+        assert live.status_code == 200 and live.json() == {"status": "ok"}
+        ready = httpx.get(f"{api.base}/readyz")
+        assert ready.status_code == 503 and ready.json() == {"status": "temporal unavailable"}
         echoed = result(post(api.url, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
         assert echoed["structuredContent"] == {"text": "hi"}
         long_call = post(api.url, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 1}})
@@ -198,10 +209,12 @@ def test_api_without_temporal_serves_quick_tools_and_says_it_is_unhealthy(tmp_pa
     assert "Traceback" not in api.log_text()
 
 
-def test_a_worker_with_no_long_tools_says_so(tmp_path: Path) -> None:
+def test_a_worker_that_cannot_reach_temporal_says_so(tmp_path: Path) -> None:
+    """A worker with no long tool still starts (it runs the run-once records; see test_promises)."""
     done = _run("worker", "--no-examples", "--data-dir", str(tmp_path), "--temporal-address", "127.0.0.1:1")
-    assert done.returncode == 2
-    assert "no long tools are configured" in done.stderr
+    assert done.returncode == 1
+    assert "cannot reach Temporal at 127.0.0.1:1" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_tool_module_that_cannot_load_is_one_line(tmp_path: Path) -> None:

@@ -21,7 +21,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import Replayer
 
@@ -29,7 +28,8 @@ from service._devserver import start_dev_server
 from service._metrics import Metrics, MrtrOutcome
 from service._registry import Registry, Tool
 from service._settings import Settings
-from service._temporal import build_worker, connect
+from service._temporal import build_worker, connect, data_converter
+from tests.conftest import PAYLOAD_KEY
 from tests.metric_flows import AskInput, FlowInput, MetricAsk, MetricFlow
 from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
 from workflows._metrics import TASKS_FINISHED, TOOL_MEMO, TaskMetricsInterceptor
@@ -88,7 +88,9 @@ async def ran(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ran]:
     dev = await start_dev_server(tmp_path_factory.mktemp("metrics") / "temporal.db")
     try:
         metrics = Metrics()
-        settings = Settings(temporal_address=dev.address, task_queue=f"tq-{uuid.uuid4()}")
+        settings = Settings(
+            temporal_address=dev.address, task_queue=f"tq-{uuid.uuid4()}", payload_keys=PAYLOAD_KEY
+        )
         client = await connect(settings, runtime=metrics.runtime())
         registry = _registry()
         drainer = asyncio.create_task(metrics.drain_forever(interval_s=0.05))
@@ -238,7 +240,7 @@ async def test_replaying_each_history_with_the_interceptor_succeeds_and_records_
     replayer = Replayer(
         workflows=ran.registry.workflows,
         interceptors=[TaskMetricsInterceptor()],
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(Settings(payload_keys=PAYLOAD_KEY)),  # the histories are encrypted
         runtime=runtime,
     )
     for history in ran.histories.values():

@@ -27,6 +27,7 @@ TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_E
 FORM_CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 IDEMPOTENCY = "longtools.dev/idempotency-key"
 REPO = Path(__file__).resolve().parents[1]
+RESOURCE = "https://mcp.example.test/mcp"  # what the metadata says, whatever Host a request has
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("owners")
     env = {
         "LONGTOOLS_AUTH_TOKENS": f"{ALICE}=alice,{BOB}=bob",
+        "LONGTOOLS_RESOURCE_URL": RESOURCE,
         "LONGTOOLS_MAX_ROUNDS": "2",
         "LONGTOOLS_MAX_INPUT_RESPONSES": "3",
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
@@ -62,9 +64,9 @@ def test_without_a_token_the_answer_is_401_pointing_at_the_resource_metadata(ser
     challenge = refused.headers["www-authenticate"]
     assert challenge.startswith("Bearer ") and "error=" not in challenge  # RFC 6750: no token, no error
     metadata_url = challenge.split('resource_metadata="')[1].split('"')[0]
-    assert metadata_url.endswith("/.well-known/oauth-protected-resource/mcp")
-    metadata = httpx.get(metadata_url).json()
-    assert metadata["resource"] == served.url
+    assert metadata_url == "https://mcp.example.test/.well-known/oauth-protected-resource/mcp"
+    metadata = httpx.get(f"{served.base}/.well-known/oauth-protected-resource/mcp").json()
+    assert metadata["resource"] == RESOURCE
     assert metadata["bearer_methods_supported"] == ["header"]
 
     wrong = _as("not-a-real-token-at-all", served.url, "tools/list", {})
@@ -223,6 +225,7 @@ def test_jwt_bearer_tokens_are_checked_over_http(tmp_path: Path) -> None:
         "LONGTOOLS_JWT_SECRET": secret,
         "LONGTOOLS_JWT_ISSUER": issuer,
         "LONGTOOLS_JWT_AUDIENCE": "longtools",
+        "LONGTOOLS_RESOURCE_URL": RESOURCE,
     }
     server = start_server(tmp_path, env=env)
     try:

@@ -213,7 +213,9 @@ async def test_bulk_close_tickets_cancelled_mid_close_replays_its_history(
     await _replay(await handle.fetch_history())
 
 
-async def test_ask_names_keys_uniquely_keeps_partial_answers_and_ignores_bad_ones(client: Client) -> None:
+async def test_ask_names_keys_uniquely_keeps_partial_answers_and_asks_again_after_a_bad_one(
+    client: Client,
+) -> None:
     queue = f"tq-{uuid.uuid4()}"
     async with Worker(client, task_queue=queue, workflows=[AskRepeatedly]):
         handle = await client.start_workflow(AskRepeatedly.run, id=f"ask-{uuid.uuid4()}", task_queue=queue)
@@ -227,14 +229,18 @@ async def test_ask_names_keys_uniquely_keeps_partial_answers_and_ignores_bad_one
         await asking("input")
         await handle.signal(ANSWER_SIGNAL, {"input": _accept(on=True), "unknown": {"action": "accept"}})
         await asking("input-2")  # the same name asked again gets a new key: keys are never reused
-        # An answer to an answered key and a malformed one are both ignored; the question stays.
+        # An answer to an answered key is ignored; a malformed one has its question asked again,
+        # under a new key (a client that believes it answered sees a new question, not a hang).
         await handle.signal(ANSWER_SIGNAL, {"input": {"action": "decline"}, "input-2": {"action": "maybe"}})
-        await handle.signal(ANSWER_SIGNAL, {"input-2": {"action": "decline"}})
-        await asking("input-3", "poem")
+        await asking("input-3")
+        await handle.signal(
+            ANSWER_SIGNAL, {"input-2": {"action": "accept"}, "input-3": {"action": "decline"}}
+        )
+        await asking("input-4", "poem")
         poem = {"role": "assistant", "content": {"type": "text", "text": "Roses"}, "model": "m"}
         await handle.signal(ANSWER_SIGNAL, {"poem": poem})
-        await asking("input-3")  # a partial answer: only the rest is still outstanding
-        await handle.signal(ANSWER_SIGNAL, {"input-3": {"action": "cancel"}})
+        await asking("input-4")  # a partial answer: only the rest is still outstanding
+        await handle.signal(ANSWER_SIGNAL, {"input-4": {"action": "cancel"}})
         async with asyncio.timeout(20):
             assert await handle.result() == ["accept", "decline", "cancel", "Roses"]
     await _replay(await handle.fetch_history())
@@ -256,5 +262,5 @@ async def test_the_once_record_replays_its_history(client: Client) -> None:
 async def test_a_history_recorded_by_an_earlier_release_replays_on_this_code(recorded: Path) -> None:
     """Ours: a change to what ``ask``/``report`` issue must be guarded by ``workflow.patched``, or a
     task that was waiting for a person during an upgrade fails on its next step."""
-    history = WorkflowHistory.from_json(recorded.stem, recorded.read_text())
+    history = WorkflowHistory.from_json(recorded.stem, await asyncio.to_thread(recorded.read_text))
     await _replay(history)

@@ -26,6 +26,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from pydantic import ValidationError
 from structlog.testing import capture_logs
 
 from service._settings import Settings
@@ -171,7 +172,7 @@ async def test_a_static_token_names_the_configured_resource() -> None:
 
 
 def _hs_verifier(**settings: Any) -> BearerVerifier:
-    return BearerVerifier(Settings(jwt_secret=SECRET, **settings))
+    return BearerVerifier(Settings(**{"jwt_secret": SECRET, "resource_url": RESOURCE, **settings}))
 
 
 async def test_a_valid_hs256_token_is_accepted_with_its_claims() -> None:
@@ -243,11 +244,50 @@ async def test_the_audience_defaults_to_resource_url() -> None:
     assert await verifier.verify_token(_hs256(aud="https://other.example.com")) is None
 
 
-async def test_without_an_audience_setting_aud_is_not_required() -> None:
-    verifier = _hs_verifier()
-    for aud in (None, "https://anything.example.com"):
-        token = await verifier.verify_token(_hs256(aud=aud))
-        assert token is not None and token.resource is None
+@pytest.mark.parametrize(
+    "jwt_setting",
+    [
+        {"jwt_secret": SECRET},
+        {"jwt_secret": SECRET, "jwt_audience": RESOURCE},
+        {"jwt_jwks": "https://idp.example.com/jwks.json"},
+        {"auth_tokens": f"{STATIC}=alice", "jwt_issuer": ISSUER},
+    ],
+    ids=["secret", "secret-and-audience", "jwks", "static-and-issuer"],
+)
+def test_any_jwt_setting_without_resource_url_is_a_config_error_that_names_the_fix(
+    jwt_setting: dict[str, Any],
+) -> None:
+    """Spec-mandated (RFC 8707, MCP authorization): a token must have been issued for this resource,
+    so there is no JWT setup without an audience to check."""
+    with pytest.raises(AuthConfigError, match="LONGTOOLS_RESOURCE_URL") as caught:
+        BearerVerifier(Settings(**jwt_setting))
+    assert "\n" not in str(caught.value) and SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://mcp.example.com/mcp", "mcp.example.com/mcp", "https:///mcp", "https://mcp.example.com/mcp#x"],
+    ids=["http-off-loopback", "relative", "no-host", "fragment"],
+)
+def test_a_resource_url_that_is_not_a_public_https_url_is_refused(url: str) -> None:
+    with pytest.raises(ValidationError, match="LONGTOOLS_RESOURCE_URL must be"):
+        Settings(resource_url=url)
+
+
+def test_a_resource_url_on_loopback_may_be_http() -> None:
+    assert Settings(resource_url="http://127.0.0.1:8000/mcp").resource_url == "http://127.0.0.1:8000/mcp"
+
+
+async def test_a_token_without_aud_is_refused() -> None:
+    assert await _refusal(_hs_verifier(), _hs256(aud=None)) == "missing aud"
+    assert await _refusal(_hs_verifier(), _hs256(aud="https://other.example.com")) == "wrong audience"
+
+
+async def test_the_configured_audience_replaces_resource_url_as_the_one_accepted() -> None:
+    verifier = _hs_verifier(jwt_audience="api://longtools")
+    token = await verifier.verify_token(_hs256(aud="api://longtools"))
+    assert token is not None and token.resource == "api://longtools"
+    assert await _refusal(verifier, _hs256()) == "wrong audience"  # aud is the resource_url
 
 
 @pytest.mark.parametrize("missing", ["sub", "exp"])
@@ -276,7 +316,9 @@ async def test_an_rs256_token_is_refused_when_only_a_secret_is_configured() -> N
 
 
 async def test_garbage_is_refused_without_an_exception() -> None:
-    verifier = BearerVerifier(Settings(jwt_secret=SECRET, auth_tokens=f"{STATIC}=alice"))
+    verifier = BearerVerifier(
+        Settings(resource_url=RESOURCE, jwt_secret=SECRET, auth_tokens=f"{STATIC}=alice")
+    )
     for raw in ("", "a.b.c", "not a jwt", "x" * 20_000, _hs256(scope=42)):
         assert await verifier.verify_token(raw) is None
 
@@ -290,7 +332,9 @@ async def test_a_token_signed_with_a_key_from_the_jwks_file_is_accepted(
 ) -> None:
     path = tmp_path / "jwks.json"
     _write_jwks(path, _jwk(RSA_KEY, "rsa-1"), _jwk(EC_KEY, "ec-1"))
-    verifier = BearerVerifier(Settings(jwt_jwks=str(path), jwt_issuer=ISSUER, jwt_audience=RESOURCE))
+    verifier = BearerVerifier(
+        Settings(resource_url=RESOURCE, jwt_jwks=str(path), jwt_issuer=ISSUER, jwt_audience=RESOURCE)
+    )
     kid = "rsa-1" if key is RSA_KEY else "ec-1"
     token = await verifier.verify_token(_signed(key, kid))
     assert token is not None and principal_id(token) == f"jwt:{ISSUER}|alice"
@@ -300,7 +344,7 @@ async def test_a_token_signed_with_a_key_from_the_jwks_file_is_accepted(
 async def test_a_key_is_only_used_for_its_own_algorithm(tmp_path: Path) -> None:
     path = tmp_path / "jwks.json"
     _write_jwks(path, _jwk(RSA_KEY, "rsa-1"))
-    verifier = BearerVerifier(Settings(jwt_jwks=str(path)))
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=str(path)))
     assert await verifier.verify_token(_signed(EC_KEY, "rsa-1")) is None
 
 
@@ -310,7 +354,7 @@ async def test_an_hs256_token_keyed_with_the_public_key_is_refused_when_only_jwk
     """The classic algorithm-confusion attack: the public key PEM used as an HMAC secret."""
     path = tmp_path / "jwks.json"
     _write_jwks(path, _jwk(RSA_KEY, "rsa-1"))
-    verifier = BearerVerifier(Settings(jwt_jwks=str(path)))
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=str(path)))
     pem = RSA_KEY.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -322,7 +366,7 @@ async def test_an_hs256_token_keyed_with_the_public_key_is_refused_when_only_jwk
 async def test_the_jwks_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
     path = tmp_path / "jwks.json"
     _write_jwks(path, _jwk(RSA_KEY, "rsa-1"))
-    verifier = BearerVerifier(Settings(jwt_jwks=str(path)))
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=str(path)))
     assert await verifier.verify_token(_signed(RSA_KEY_2, "rsa-2")) is None
     _write_jwks(path, _jwk(RSA_KEY_2, "rsa-2"))
     later = path.stat().st_mtime_ns + 1_000_000_000
@@ -334,7 +378,7 @@ async def test_the_jwks_file_is_read_again_when_it_changes(tmp_path: Path) -> No
 async def test_a_broken_rewrite_of_the_jwks_file_keeps_the_old_keys(tmp_path: Path) -> None:
     path = tmp_path / "jwks.json"
     _write_jwks(path, _jwk(RSA_KEY, "rsa-1"))
-    verifier = BearerVerifier(Settings(jwt_jwks=str(path)))
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=str(path)))
     path.write_text('{"keys": [')
     with capture_logs() as logs:
         assert await verifier.verify_token(_signed(RSA_KEY, "rsa-1")) is not None
@@ -357,7 +401,7 @@ def test_an_unusable_jwks_file_is_a_config_error(tmp_path: Path, content: str | 
     if content is not None:
         path.write_text(content)
     with pytest.raises(AuthConfigError, match=message) as caught:
-        BearerVerifier(Settings(jwt_jwks=str(path)))
+        BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=str(path)))
     assert "\n" not in str(caught.value)
 
 
@@ -380,7 +424,9 @@ async def test_a_token_signed_with_a_key_from_the_jwks_url_is_accepted(
     jwks_server: JwksServer, key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 ) -> None:
     jwks_server.keys = [_jwk(RSA_KEY, "rsa-1"), _jwk(EC_KEY, "ec-1")]
-    verifier = BearerVerifier(Settings(jwt_jwks=jwks_server.url, jwt_issuer=ISSUER), clock=Clock())
+    verifier = BearerVerifier(
+        Settings(resource_url=RESOURCE, jwt_jwks=jwks_server.url, jwt_issuer=ISSUER), clock=Clock()
+    )
     try:
         kid = "rsa-1" if key is RSA_KEY else "ec-1"
         for _ in range(3):
@@ -395,7 +441,7 @@ async def test_an_unknown_kid_refetches_once_and_a_newly_published_key_is_accept
 ) -> None:
     jwks_server.keys = [_jwk(RSA_KEY, "rsa-1")]
     clock = Clock()
-    verifier = BearerVerifier(Settings(jwt_jwks=jwks_server.url), clock=clock)
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=jwks_server.url), clock=clock)
     try:
         assert await verifier.verify_token(_signed(RSA_KEY, "rsa-1")) is not None
         jwks_server.keys.append(_jwk(RSA_KEY_2, "rsa-2"))
@@ -409,7 +455,7 @@ async def test_an_unknown_kid_refetches_once_and_a_newly_published_key_is_accept
 async def test_a_flood_of_bogus_kids_refetches_at_most_once_a_minute(jwks_server: JwksServer) -> None:
     jwks_server.keys = [_jwk(RSA_KEY, "rsa-1")]
     clock = Clock()
-    verifier = BearerVerifier(Settings(jwt_jwks=jwks_server.url), clock=clock)
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=jwks_server.url), clock=clock)
     try:
         assert await verifier.verify_token(_signed(RSA_KEY, "rsa-1")) is not None
         clock.now += 61
@@ -430,7 +476,7 @@ async def test_a_key_withdrawn_from_the_jwks_url_stops_working_within_the_hour(
     """Ours: the cache has a maximum age, so a rotated-out key does not stay trusted forever."""
     jwks_server.keys = [_jwk(RSA_KEY, "rsa-1")]
     clock = Clock()
-    verifier = BearerVerifier(Settings(jwt_jwks=jwks_server.url), clock=clock)
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=jwks_server.url), clock=clock)
     try:
         assert await verifier.verify_token(_signed(RSA_KEY, "rsa-1")) is not None
         jwks_server.keys = [_jwk(RSA_KEY_2, "rsa-2")]
@@ -449,7 +495,7 @@ def _closed_port_url() -> str:
 
 
 async def test_a_jwks_url_that_is_down_refuses_without_an_exception() -> None:
-    verifier = BearerVerifier(Settings(jwt_jwks=_closed_port_url()), clock=Clock())
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=_closed_port_url()), clock=Clock())
     try:
         with capture_logs() as logs:
             assert await verifier.verify_token(_signed(RSA_KEY, "rsa-1")) is None
@@ -461,7 +507,7 @@ async def test_a_jwks_url_that_is_down_refuses_without_an_exception() -> None:
 async def test_a_failed_refetch_refuses_the_new_kid_and_keeps_the_old_keys(jwks_server: JwksServer) -> None:
     jwks_server.keys = [_jwk(RSA_KEY, "rsa-1")]
     clock = Clock()
-    verifier = BearerVerifier(Settings(jwt_jwks=jwks_server.url), clock=clock)
+    verifier = BearerVerifier(Settings(resource_url=RESOURCE, jwt_jwks=jwks_server.url), clock=clock)
     try:
         assert await verifier.verify_token(_signed(RSA_KEY, "rsa-1")) is not None
         jwks_server.keys.append(_jwk(RSA_KEY_2, "rsa-2"))
@@ -477,7 +523,9 @@ async def test_a_failed_refetch_refuses_the_new_kid_and_keeps_the_old_keys(jwks_
 async def test_an_injected_http_client_is_used_and_left_open(jwks_server: JwksServer) -> None:
     jwks_server.keys = [_jwk(EC_KEY, "ec-1")]
     async with httpx.AsyncClient() as http:
-        verifier = BearerVerifier(Settings(jwt_jwks=jwks_server.url), http=http, clock=Clock())
+        verifier = BearerVerifier(
+            Settings(resource_url=RESOURCE, jwt_jwks=jwks_server.url), http=http, clock=Clock()
+        )
         assert await verifier.verify_token(_signed(EC_KEY, "ec-1")) is not None
         await verifier.aclose()
         assert not http.is_closed
@@ -487,7 +535,9 @@ async def test_an_injected_http_client_is_used_and_left_open(jwks_server: JwksSe
 
 
 async def test_static_alice_and_jwt_alice_are_different_principals() -> None:
-    verifier = BearerVerifier(Settings(auth_tokens=f"{STATIC}=alice", jwt_secret=SECRET))
+    verifier = BearerVerifier(
+        Settings(auth_tokens=f"{STATIC}=alice", jwt_secret=SECRET, resource_url=RESOURCE)
+    )
     static = await verifier.verify_token(STATIC)
     with_iss = await verifier.verify_token(_hs256(sub="alice"))
     without_iss = await verifier.verify_token(_hs256(sub="alice", iss=None))

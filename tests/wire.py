@@ -89,19 +89,24 @@ def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
     return messages
 
 
-def get_task(url: str, task_id: str) -> dict[str, Any]:
+def get_task(url: str, task_id: str, headers: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """``tasks/get`` from a client that declares the tasks extension."""
-    return result(post(url, "tasks/get", {"taskId": task_id}, caps={"extensions": {TASKS_EXTENSION: {}}}))
+    caps: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
+    return result(post(url, "tasks/get", {"taskId": task_id}, caps=caps, headers=headers))
 
 
 def wait_for_task(
-    url: str, task_id: str, ready: Callable[[dict[str, Any]], bool], within: float = 30
+    url: str,
+    task_id: str,
+    ready: Callable[[dict[str, Any]], bool],
+    within: float = 30,
+    headers: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Poll ``tasks/get`` until ``ready(task)``, bounded by ``within`` seconds (the state lives in
     Temporal, so there is no event to wait on)."""
     deadline = time.monotonic() + within
     while True:
-        task = get_task(url, task_id)
+        task = get_task(url, task_id, headers)
         if ready(task):
             return task
         assert time.monotonic() < deadline, f"task never got there: {task}"

@@ -12,6 +12,7 @@ API when it starts the task); any other workflow is not counted.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any, Literal
 
 from temporalio import workflow
@@ -26,6 +27,7 @@ from temporalio.worker import (
 from workflows._errors import PROTOCOL_ERROR, TOOL_ERROR
 
 __all__ = [
+    "CARRIED_MEMO",
     "FIRST_INPUT",
     "TASKS_FINISHED",
     "TASK_DURATION",
@@ -33,10 +35,14 @@ __all__ = [
     "TaskMetricsInterceptor",
     "TaskStatus",
     "first_input_requested",
+    "task_start_time",
 ]
 
 TOOL_MEMO = "longtools.tool"
 """Memo key naming the task's tool; the API sets it when it starts the workflow (service/_tasks.py)."""
+CARRIED_MEMO = "longtools.carried"
+"""Memo key of what a task carries into the next run when its workflow continues as new
+(``workflows/_ask.py``): its first run's start, the question keys it used, its progress."""
 
 TASKS_FINISHED = "longtools_tasks_finished_total"
 """Counter ``{tool, status}``: a task's workflow ended; status as ``tasks/get`` reports it."""
@@ -141,8 +147,19 @@ def _tool() -> str | None:
     return tool if isinstance(tool, str) and tool else None
 
 
+def task_start_time() -> datetime:
+    """When the task started: its first run's start event, also after it continued as new.
+
+    ``workflow_start_time`` is the run's start event, which tasks/get shows as createdAt;
+    ``info().start_time`` would be this worker's first workflow task, later if no worker was up.
+    """
+    carried = workflow.memo_value(CARRIED_MEMO, None)
+    started = carried.get("started_at") if isinstance(carried, dict) else None
+    if isinstance(started, str):
+        return datetime.fromisoformat(started)
+    return workflow.info().workflow_start_time
+
+
 def _since_start() -> float:
-    # workflow_start_time is the run's start event, which tasks/get shows as createdAt;
-    # info().start_time would be this worker's first workflow task, later if no worker was up.
-    elapsed = workflow.now() - workflow.info().workflow_start_time
+    elapsed = workflow.now() - task_start_time()
     return max(0.0, elapsed.total_seconds())
