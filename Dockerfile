@@ -61,8 +61,9 @@ WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8000
 
-# /healthz is 200 once the API serves and Temporal answers, 503 otherwise. `longtools worker`
-# serves no HTTP: docker-compose.yml turns this check off for workers.
+# Liveness: GET /livez is 200 while the API serves, whatever Temporal does, so a Temporal outage
+# marks no replica unhealthy (readiness is GET /readyz: `healthcheck.py /readyz`).
+# `longtools worker` serves no HTTP: docker-compose.yml turns this check off for workers.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "/opt/longtools/healthcheck.py"]
 

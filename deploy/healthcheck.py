@@ -1,7 +1,10 @@
-"""The image's HEALTHCHECK: exit 0 when ``GET /healthz`` on this container answers 200, else 1.
+"""The image's HEALTHCHECK: exit 0 when ``GET /livez`` on this container answers 200, else 1.
 
-/healthz answers 503 while Temporal is unreachable, so an API that cannot serve tools is reported
-unhealthy. The port is LONGTOOLS_PORT (8000 by default); the slim image has no curl, hence Python.
+Liveness, not readiness: /livez answers 200 while the process serves and never asks Temporal, so
+a Temporal outage does not get every API replica restarted by whatever acts on this check.
+``python healthcheck.py /readyz`` checks readiness instead (200 only while Temporal answers), for
+an orchestrator's readiness probe. The port is LONGTOOLS_PORT (8000 by default); the slim image
+has no curl, hence Python.
 """
 
 from __future__ import annotations
@@ -11,8 +14,15 @@ import sys
 import urllib.error
 import urllib.request
 
+LIVENESS_PATH = "/livez"
+READINESS_PATH = "/readyz"
 
-def main() -> int:
+
+def main(argv: list[str]) -> int:
+    path = argv[1] if len(argv) > 1 else LIVENESS_PATH
+    if path not in (LIVENESS_PATH, READINESS_PATH):
+        print(f"usage: healthcheck.py [{LIVENESS_PATH}|{READINESS_PATH}]", file=sys.stderr)  # noqa: T201
+        return 2
     host = os.environ.get("LONGTOOLS_HOST", "127.0.0.1")
     if host in ("", "0.0.0.0"):
         host = "127.0.0.1"
@@ -20,7 +30,7 @@ def main() -> int:
         host = "::1"
     if ":" in host:
         host = f"[{host}]"
-    url = f"http://{host}:{os.environ.get('LONGTOOLS_PORT', '8000')}/healthz"
+    url = f"http://{host}:{os.environ.get('LONGTOOLS_PORT', '8000')}{path}"
     try:
         with urllib.request.urlopen(url, timeout=4) as response:
             return 0 if response.status == 200 else 1
@@ -30,4 +40,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

@@ -2,7 +2,8 @@
 # Run by docker-compose.yml's temporal-schema service (temporalio/admin-tools image) before the
 # Temporal server starts: creates Temporal's two PostgreSQL databases and brings their schemas to
 # this Temporal version. Every step is a no-op when already done, so it runs on every `up`.
-# PostgreSQL is healthy (pg_isready) before this starts.
+# PostgreSQL answers over TCP (pg_isready -h 127.0.0.1) before this starts, and a failed run is
+# retried by Docker (restart: on-failure), so a transient error does not fail `up`.
 set -eu
 
 : "${POSTGRES_SEEDS:?}" "${POSTGRES_USER:?}" "${SQL_PASSWORD:?}"  # SQL_PASSWORD is read by the tool

@@ -1,22 +1,29 @@
 """docker-compose.yml, Dockerfile and deploy/ agree with each other and with the code.
 
 No Docker engine here: the files are parsed and cross-checked (services, pinned images, settings
-names, CLI commands, the nginx upstream, ports, volumes, dependencies). Each checker is a small
-function that returns what is wrong; next to the check of the real files, a test feeds it a bad
-example, so no check can pass by construction.
+names, CLI commands, the nginx upstream, ports, volumes, dependencies), the shell scripts are run
+against a stand-in ``temporal`` command, and the image's healthcheck against a real HTTP server.
+Each checker is a small function that returns what is wrong; next to the check of the real files,
+a test feeds it a bad example, so no check can pass by construction. The section "REVIEW.md
+section 5" checks the fix of each deployment finding of that review.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
 import fnmatch
 import importlib.util
+import os
 import re
 import shlex
+import subprocess
 import sys
+import threading
 import tomllib
 from collections.abc import Iterator
 from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
 from pathlib import Path
 from types import ModuleType
@@ -26,7 +33,9 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+from service._app import create_app
 from service._cli import cli
+from service._serve import HTTP_KEEP_ALIVE_S, HTTP_SHUTDOWN_S
 from service._settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +44,8 @@ DOCKERFILE = ROOT / "Dockerfile"
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
 ENV_EXAMPLE = ROOT / "deploy" / ".env.example"
 OPERATIONS = ROOT / "docs" / "operations.md"
+HEALTHCHECK = ROOT / "deploy" / "healthcheck.py"
+NAMESPACE_SCRIPT = ROOT / "deploy" / "temporal-namespace.sh"
 
 SETTING_NAMES = frozenset(f"LONGTOOLS_{name.upper()}" for name in Settings.model_fields)
 _LONGTOOLS_NAME = re.compile(r"\bLONGTOOLS_[A-Z0-9_]+")
@@ -198,9 +209,10 @@ def nginx_directives(conf: str, name: str) -> list[str]:
 
 
 def seconds(value: str) -> float:
-    match = re.fullmatch(r"(\d+)(ms|s|m|h)?", value)
-    assert match, value
-    return int(match.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[match.group(2)]
+    """An nginx time (`60s`, `75`) or a compose duration (`40s`, `1m30s`) in seconds."""
+    parts = re.findall(r"(\d+)(ms|s|m|h)?", value)
+    assert parts and "".join(n + u for n, u in parts) == value, value
+    return sum(int(n) * {"ms": 0.001, "s": 1, "": 1, "m": 60, "h": 3600}[u] for n, u in parts)
 
 
 def dockerignored(path: str, patterns: list[str]) -> bool:
@@ -354,7 +366,7 @@ def test_a_floating_image_tag_is_refused(reference: str) -> None:
 
 @pytest.mark.parametrize(
     "reference",
-    ["postgres:16.15-bookworm", "temporalio/server:1.30.1", "nginx:1.30.4-alpine", "python:3.11.16-slim"],
+    ["postgres:16.15-bookworm", "temporalio/server:1.30.6", "nginx:1.30.4-alpine", "python:3.11.16-slim"],
 )
 def test_an_exact_image_tag_is_accepted(reference: str) -> None:
     assert image_pin_problem(reference) is None
@@ -422,14 +434,36 @@ def test_the_namespace_registered_is_the_one_longtools_uses() -> None:
     assert registered == [api_namespace]
 
 
+def required_from_env(value: str | None, name: str) -> bool:
+    """Whether a compose value is `${NAME:?message}`: compose refuses to start while it is unset."""
+    return re.fullmatch(rf"\$\{{{name}:\?[^}}]+\}}", value or "") is not None
+
+
 def test_secrets_and_allowed_hosts_are_required_from_env() -> None:
+    """`longtools api` refuses to start without either key ring, a worker without the payload
+    ring; compose refuses sooner, naming the variable."""
+    api_required = (
+        "LONGTOOLS_STATE_KEYS",
+        "LONGTOOLS_PAYLOAD_KEYS",
+        "LONGTOOLS_ALLOWED_HOSTS",
+        "LONGTOOLS_RESOURCE_URL",
+    )
     for name, service in longtools_services("api").items():
         env = env_of(service)
-        for key in ("LONGTOOLS_STATE_KEYS", "LONGTOOLS_ALLOWED_HOSTS"):
-            assert re.fullmatch(rf"\$\{{{key}:\?[^}}]+\}}", env.get(key) or ""), (name, key)
+        for key in api_required:
+            assert required_from_env(env.get(key), key), (name, key)
         assert env["LONGTOOLS_HOST"] == "0.0.0.0"
     for name, service in longtools_services("worker").items():
-        assert "LONGTOOLS_STATE_KEYS" not in env_of(service), f"{name} needs no requestState key"
+        env = env_of(service)
+        assert required_from_env(env.get("LONGTOOLS_PAYLOAD_KEYS"), "LONGTOOLS_PAYLOAD_KEYS"), name
+        assert "LONGTOOLS_STATE_KEYS" not in env, f"{name} needs no requestState key"
+
+
+def test_a_value_compose_does_not_require_is_found() -> None:
+    assert required_from_env("${X:?set X}", "X")
+    assert not required_from_env("${X:-}", "X")
+    assert not required_from_env("${X}", "X")
+    assert not required_from_env(None, "X")
 
 
 def test_every_variable_compose_reads_is_documented_in_env_example() -> None:
@@ -557,7 +591,6 @@ def test_dockerfile_installs_the_lock_with_hashes_and_runs_longtools_unprivilege
     assert dockerfile_env()["LONGTOOLS_HOST"] == "0.0.0.0"
     [healthcheck] = dockerfile_args("HEALTHCHECK")
     assert "healthcheck.py" in healthcheck
-    assert "/healthz" in (ROOT / "deploy" / "healthcheck.py").read_text()
 
 
 def test_dockerfile_copies_only_what_exists_and_is_in_the_build_context() -> None:
@@ -619,3 +652,442 @@ def test_runtime_lock_refuses_a_dependency_the_lock_lacks() -> None:
     pyproject = '[project]\ndependencies = ["not-in-the-lock>=1"]\n'
     with pytest.raises(ValueError, match="not-in-the-lock"):
         runtime_lock_names((ROOT / "requirements.lock").read_text(), pyproject)
+
+
+# --- REVIEW.md section 5: the deployment's findings, each fixed and kept fixed ----------------
+
+
+def pg_isready_over_tcp(test: str | list[str]) -> bool:
+    """Whether a healthcheck runs `pg_isready` against a TCP address, not the Unix socket.
+
+    On its first start the postgres image runs its init scripts on a server that listens on the
+    socket only, then restarts it: a socket check passes in between, and Temporal's schema job
+    then meets a server that goes away.
+    """
+    words = shlex.split(test) if isinstance(test, str) else [w for part in test for w in shlex.split(part)]
+    if "pg_isready" not in words:
+        return False
+    hosts = [words[i + 1] for i, word in enumerate(words[:-1]) if word in ("-h", "--host")]
+    hosts += [word.split("=", 1)[1] for word in words if word.startswith("--host=")]
+    return bool(hosts) and all(host in ("127.0.0.1", "localhost", "::1") for host in hosts)
+
+
+def test_postgres_is_healthy_only_once_it_accepts_tcp_connections() -> None:
+    """REVIEW.md 5.1: the first-boot race."""
+    [postgres] = services_with_image("postgres:").values()
+    assert pg_isready_over_tcp(postgres["healthcheck"]["test"])
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        ["CMD-SHELL", "pg_isready -U temporal -d postgres"],  # the socket: passes during init
+        ["CMD-SHELL", "pg_isready -h /var/run/postgresql -U temporal"],
+        ["CMD", "true"],
+    ],
+)
+def test_a_postgres_healthcheck_over_the_socket_is_found(test: list[str]) -> None:
+    assert not pg_isready_over_tcp(test)
+
+
+def test_a_postgres_healthcheck_over_tcp_is_accepted() -> None:
+    assert pg_isready_over_tcp(["CMD-SHELL", "pg_isready -h 127.0.0.1 -p 5432 -U temporal -d postgres"])
+    assert pg_isready_over_tcp("pg_isready --host=localhost")
+
+
+def one_shot_restart_problem(restart: str | None) -> str | None:
+    """Why a job that others wait for (`service_completed_successfully`) would fail `up` on a
+    transient error, or never count as completed; None if it is retried on failure only.
+
+    While Docker waits to restart a failed container its state is `restarting`, not `exited`,
+    so compose keeps waiting; a job that always restarts never stays `exited` at all.
+    """
+    match = re.fullmatch(r"on-failure(?::(\d+))?", restart or "")
+    if match is None:
+        return f"restart: {restart}: a failed run is not retried, or a finished one is restarted"
+    if match.group(1) is not None and int(match.group(1)) < 3:
+        return f"restart: {restart}: too few retries to ride out a transient error"
+    return None
+
+
+def waited_for_completion() -> set[str]:
+    """The services some other service waits on with `service_completed_successfully`."""
+    return {
+        target
+        for service in services().values()
+        if isinstance(service.get("depends_on"), dict)
+        for target, spec in service["depends_on"].items()
+        if spec.get("condition") == "service_completed_successfully"
+    }
+
+
+def test_one_shot_jobs_are_retried_and_waited_for() -> None:
+    """REVIEW.md 5.1: the schema job (and the namespace job) must not fail `up` on a transient
+    error, and everything after them waits for their success."""
+    one_shots = waited_for_completion()
+    schema = [
+        n for n, s in services().items() if "temporal-schema.sh" in " ".join(map(str, s.get("volumes", [])))
+    ]
+    namespace = [
+        n
+        for n, s in services().items()
+        if "temporal-namespace.sh" in " ".join(map(str, s.get("volumes", [])))
+    ]
+    assert schema and namespace
+    assert set(schema + namespace) <= one_shots
+    for name in one_shots:
+        assert one_shot_restart_problem(services()[name].get("restart")) is None, name
+
+
+@pytest.mark.parametrize("restart", [None, "no", "always", "unless-stopped", "on-failure:1"])
+def test_a_one_shot_job_that_is_not_retried_or_never_completes_is_found(restart: str | None) -> None:
+    assert one_shot_restart_problem(restart) is not None
+
+
+@pytest.mark.parametrize("restart", ["on-failure", "on-failure:10"])
+def test_a_one_shot_job_retried_on_failure_is_accepted(restart: str) -> None:
+    assert one_shot_restart_problem(restart) is None
+
+
+def nginx_block(conf: str, header: str) -> str:
+    """The body of the first `header { ... }` block (comments dropped, nested blocks kept)."""
+    conf = re.sub(r"#[^\n]*", "", conf)
+    start = re.search(rf"(?:^|[;{{}}\s]){re.escape(header)}\s*\{{", conf)
+    assert start is not None, f"no `{header}` block"
+    depth, i = 1, start.end()
+    while depth:
+        depth += {"{": 1, "}": -1}.get(conf[i], 0)
+        i += 1
+    return conf[start.end() : i - 1]
+
+
+def upstream_idle_timeout(conf: str, upstream: str) -> float | None:
+    """The explicit `keepalive_timeout` of an upstream's idle connections (None: nginx's default,
+    which nothing here shows)."""
+    values = nginx_directives(nginx_block(conf, f"upstream {upstream}"), "keepalive_timeout")
+    return seconds(values[-1]) if values else None
+
+
+def test_nginx_closes_idle_upstream_connections_before_uvicorn_does() -> None:
+    """REVIEW.md 5.2: nginx must never send a request on a connection uvicorn is closing (a POST
+    is not retried, so it is answered 502)."""
+    conf = NGINX_CONF.read_text()
+    [passed_to] = nginx_directives(conf, "proxy_pass")
+    upstream = passed_to.removeprefix("http://")
+    assert nginx_directives(nginx_block(conf, f"upstream {upstream}"), "keepalive"), "no pooled connections"
+    idle = upstream_idle_timeout(conf, upstream)
+    assert idle is not None, "set keepalive_timeout in the upstream block"
+    assert idle <= HTTP_KEEP_ALIVE_S - 5, (idle, HTTP_KEEP_ALIVE_S)
+
+
+def test_an_upstream_idle_timeout_is_read_from_its_own_block() -> None:
+    conf = "http { keepalive_timeout 90s; upstream u { server a:1; keepalive 8; # keepalive_timeout 1s;\n} }"
+    assert upstream_idle_timeout(conf, "u") is None  # the server's keepalive_timeout is not the upstream's
+    assert upstream_idle_timeout("upstream u { keepalive 8; keepalive_timeout 1m; }", "u") == 60
+
+
+def test_the_history_shard_count_is_fixed_before_the_first_start() -> None:
+    """REVIEW.md 5.3: the count can never change once the cluster has started, so it is written
+    in the compose file itself (not read from .env, which could drift) and documented."""
+    [temporal] = services_with_image("temporalio/server:").values()
+    shards = env_of(temporal).get("NUM_HISTORY_SHARDS")
+    assert shards is not None and re.fullmatch(r"[1-9]\d*", shards), shards
+    assert re.search(rf"`NUM_HISTORY_SHARDS`[^\n]*\({shards}\)", OPERATIONS.read_text())
+
+
+def forwarded_proto_problem(conf: str) -> str | None:
+    """Why the X-Forwarded-Proto nginx sends may not be the scheme the client used, or None.
+
+    Good: `$scheme`, or a `map` from the X-Forwarded-Proto of a proxy in front whose default is
+    `$scheme`. Bad: a fixed value (`http` behind TLS) or the client's header passed on unchecked.
+    """
+    values = nginx_directives(conf, "proxy_set_header X-Forwarded-Proto")
+    if len(values) != 1:
+        return f"X-Forwarded-Proto is set {len(values)} times"
+    [value] = values
+    if value == "$scheme":
+        return None
+    if not value.startswith("$"):
+        return f"X-Forwarded-Proto is always {value!r}"
+    head = re.search(rf"map\s+(\$\w+)\s+{re.escape(value)}\s*\{{", re.sub(r"#[^\n]*", "", conf))
+    if head is None:
+        return f"X-Forwarded-Proto is {value}, which no map sets"
+    body = nginx_block(conf, head.group(0)[:-1].strip())
+    entries = dict(line.split(None, 1) for line in (e.strip() for e in body.split(";")) if line)
+    if head.group(1) != "$http_x_forwarded_proto" or entries.get("default") != "$scheme":
+        return f"{value} is not the proxy's X-Forwarded-Proto with $scheme as the default"
+    if set(entries.values()) - {"$scheme", "http", "https"}:
+        return f"{value} passes on values other than http and https"
+    return None
+
+
+def test_the_api_names_itself_by_its_public_url_and_nginx_forwards_the_real_scheme() -> None:
+    """REVIEW.md 5.4: behind TLS the resource metadata said http://. The API now names itself
+    only by LONGTOOLS_RESOURCE_URL, which compose requires (checked above); the example value
+    passes the code's own validation; nginx forwards the scheme the client used."""
+    example = dict(re.findall(r"^([A-Z][A-Z0-9_]*)=(.*)$", ENV_EXAMPLE.read_text(), re.MULTILINE))
+    assert Settings(resource_url=example["LONGTOOLS_RESOURCE_URL"]).resource_url
+    assert forwarded_proto_problem(NGINX_CONF.read_text()) is None
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        "proxy_set_header X-Forwarded-Proto http;",
+        "proxy_set_header X-Forwarded-Proto $http_x_forwarded_proto;",
+        "map $http_x_forwarded_proto $p { default $http_x_forwarded_proto; }\n"
+        "proxy_set_header X-Forwarded-Proto $p;",
+        "map $http_x_forwarded_proto $p { default $scheme; https https; x javascript; }\n"
+        "proxy_set_header X-Forwarded-Proto $p;",
+        "# proxy_set_header X-Forwarded-Proto $scheme;",
+    ],
+)
+def test_a_forwarded_scheme_that_can_be_wrong_is_found(conf: str) -> None:
+    assert forwarded_proto_problem(conf) is not None
+
+
+def test_a_forwarded_scheme_from_scheme_or_a_checked_map_is_accepted() -> None:
+    assert forwarded_proto_problem("proxy_set_header X-Forwarded-Proto $scheme;") is None
+    mapped = "map $http_x_forwarded_proto $p {\n default $scheme;\n https https;\n}\n"
+    mapped += "proxy_set_header X-Forwarded-Proto $p;"
+    assert forwarded_proto_problem(mapped) is None
+
+
+# The latest Temporal 1.30 patch release when the review was made (REVIEW.md 5.5): the earlier
+# ones have known CVEs.
+TEMPORAL_PATCHED = (1, 30, 6)
+
+
+def release(reference: str) -> tuple[int, ...]:
+    tag = reference.rpartition(":")[2]
+    match = re.match(r"v?(\d+(?:\.\d+)*)", tag)
+    assert match, reference
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+def test_temporal_server_and_admin_tools_are_one_patched_release() -> None:
+    """REVIEW.md 5.5. The admin tools carry the schema of their own server version, so both move
+    together."""
+    images = {
+        str(s["image"]) for s in services().values() if str(s.get("image", "")).startswith("temporalio/")
+    }
+    versions = {release(i) for i in images if i.startswith(("temporalio/server:", "temporalio/admin-tools:"))}
+    assert len(versions) == 1, images
+    assert versions.pop() >= TEMPORAL_PATCHED
+    assert release("temporalio/server:1.30.1") < TEMPORAL_PATCHED <= release("temporalio/admin-tools:1.31.0")
+
+
+def test_the_operations_guide_covers_each_deployment_finding() -> None:
+    """REVIEW.md 5.3, 5.4, 5.6, 5.7 and the search attribute: what the compose file cannot show."""
+    text = OPERATIONS.read_text()
+    for needed in (
+        "NUM_HISTORY_SHARDS",  # 5.3
+        "LONGTOOLS_RESOURCE_URL",  # 5.4
+        "X-Forwarded-Proto",
+        "ALTER ROLE",  # 5.6
+        "superuser",  # 5.7
+        "TEMPORAL_DISABLE_WRITE_ACTIONS",
+        "TEMPORAL_CSRF_COOKIE_INSECURE",
+        "`/livez`",
+        "`/readyz`",
+        "stop_grace_period",
+        "search-attribute create --name LongtoolsOwner --type Keyword",
+    ):
+        assert needed in text, needed
+
+
+def test_the_temporal_ui_is_read_only_and_keeps_its_cookie_secure_by_default() -> None:
+    """REVIEW.md 5.7: the UI has no login, so by default nobody terminates or signals a task's
+    workflow from it; its CSRF cookie stays Secure unless .env says otherwise (env names as in
+    the UI 2.34 server's config template)."""
+    [ui] = services_with_image("temporalio/ui:").values()
+    env = env_of(ui)
+    assert with_defaults(env.get("TEMPORAL_DISABLE_WRITE_ACTIONS") or "") == "true"
+    assert with_defaults(env.get("TEMPORAL_CSRF_COOKIE_INSECURE") or "false") == "false"
+    example = ENV_EXAMPLE.read_text()
+    assert "TEMPORAL_DISABLE_WRITE_ACTIONS=" in example and "TEMPORAL_CSRF_COOKIE_INSECURE=" in example
+
+
+def test_the_env_example_says_how_to_make_each_key_ring() -> None:
+    example = ENV_EXAMPLE.read_text()
+    for ring in ("LONGTOOLS_STATE_KEYS", "LONGTOOLS_PAYLOAD_KEYS"):
+        assert re.search(rf"^{ring}=$", example, re.MULTILINE), ring
+    assert "longtools keygen" in example and "token_bytes(32)" in example
+
+
+# --- health checks: liveness for containers, readiness for the load balancer ----------------
+
+
+def _load_healthcheck() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("healthcheck", HEALTHCHECK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def served_paths() -> set[str]:
+    """The paths the API app routes (built, not served: no side effects until served)."""
+    keys = [base64.urlsafe_b64encode(bytes([n]) * 32).decode() for n in (1, 2)]
+    app = create_app(Settings(no_auth=True, state_keys=keys[0], payload_keys=keys[1]))
+    return {str(getattr(route, "path", "")) for route in app.routes}
+
+
+def test_containers_check_liveness_and_the_load_balancer_readiness() -> None:
+    """A Temporal outage must not mark every API container unhealthy (an orchestrator would
+    restart them all, which does not bring Temporal back): the image checks /livez. The load
+    balancer's check asks /readyz through nginx, which shows whether tools can be served."""
+    healthcheck = _load_healthcheck()
+    paths = served_paths()
+    assert {healthcheck.LIVENESS_PATH, healthcheck.READINESS_PATH} <= paths
+    assert (healthcheck.LIVENESS_PATH, healthcheck.READINESS_PATH) == ("/livez", "/readyz")
+    [lb] = services_with_image("nginx:").values()
+    assert re.search(r"https?://127\.0\.0\.1:8000/readyz$", " ".join(lb["healthcheck"]["test"]))
+    for name, service in longtools_services("api").items():
+        assert "healthcheck" not in service, f"{name}: the image's liveness check is the one to use"
+    for path in (COMPOSE, DOCKERFILE, *sorted((ROOT / "deploy").iterdir())):
+        if path.is_file():
+            assert "/healthz" not in path.read_text(), f"{path.name} names the removed /healthz"
+
+
+def _api_while_temporal_is_down(seen: list[str]) -> type[BaseHTTPRequestHandler]:
+    """An API stand-in that is alive but not ready; it records the paths asked for."""
+
+    class Probe(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response({"/livez": 200, "/readyz": 503}.get(self.path, 404))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    return Probe
+
+
+@pytest.fixture
+def probed_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    seen: list[str] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _api_while_temporal_is_down(seen))
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    monkeypatch.setenv("LONGTOOLS_HOST", "0.0.0.0")
+    monkeypatch.setenv("LONGTOOLS_PORT", str(server.server_address[1]))
+    try:
+        yield seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_the_image_healthcheck_passes_while_temporal_is_down_and_readiness_does_not(
+    probed_api: list[str],
+) -> None:
+    healthcheck = _load_healthcheck()
+    assert healthcheck.main(["healthcheck.py"]) == 0
+    assert healthcheck.main(["healthcheck.py", "/readyz"]) == 1
+    assert healthcheck.main(["healthcheck.py", "/metrics"]) == 2
+    assert probed_api == ["/livez", "/readyz"]
+
+
+# --- stopping: Docker waits longer than longtools takes to stop cleanly ---------------------
+
+
+def test_docker_waits_longer_than_api_and_workers_take_to_stop() -> None:
+    """Running activities get LONGTOOLS_WORKER_SHUTDOWN_S to finish on SIGTERM, an API replica
+    answers its held rounds and stops within uvicorn's graceful shutdown; Docker must not kill
+    either first (REVIEW.md 3.4/3.5)."""
+    api_stop = HTTP_SHUTDOWN_S
+    for name, service in longtools_services("api").items():
+        assert seconds(str(service.get("stop_grace_period", "10s"))) >= api_stop + 5, name
+    for name, service in longtools_services("worker").items():
+        shutdown = env_of(service).get("LONGTOOLS_WORKER_SHUTDOWN_S")
+        assert shutdown is not None and "$" not in shutdown, f"{name}: set it beside stop_grace_period"
+        assert seconds(str(service.get("stop_grace_period", "10s"))) >= float(shutdown) + 5, name
+
+
+# --- deploy/*.sh: valid shell; the namespace job registers the search attribute --------------
+
+
+def test_every_deploy_script_is_valid_sh() -> None:
+    scripts = sorted((ROOT / "deploy").glob("*.sh"))
+    assert len(scripts) >= 2
+    for script in scripts:
+        done = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True, timeout=10)
+        assert done.returncode == 0, f"{script.name}: {done.stderr}"
+
+
+# A stand-in for the admin-tools image's `temporal` CLI: logs each call, answers like a cluster
+# whose namespace exists, and fails `search-attribute create` when STUB_CREATE_FAILS is set.
+_FAKE_TEMPORAL = """#!/bin/sh
+echo "$*" >> "$STUB_LOG"
+case "$1 $2 $3" in
+  "operator search-attribute create")
+    if [ -n "${STUB_CREATE_FAILS:-}" ]; then echo "search attribute already exists" >&2; exit 1; fi ;;
+  "operator search-attribute list")
+    printf '  Name            Type     \\n  WorkflowId      Keyword  \\n'
+    if [ -n "${STUB_LISTED:-}" ]; then printf '  %s  Keyword  \\n' "$STUB_LISTED"; fi ;;
+esac
+exit 0
+"""
+
+
+def run_namespace_script(tmp_path: Path, **stub: str) -> tuple[int, list[list[str]]]:
+    """deploy/temporal-namespace.sh against the stand-in: (exit status, the calls it made)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "temporal"
+    fake.write_text(_FAKE_TEMPORAL)
+    fake.chmod(0o755)
+    log = tmp_path / "calls.log"
+    log.touch()
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "TEMPORAL_ADDRESS": "temporal:7233",
+        "NAMESPACE": "tasks",
+        "RETENTION": "168h",
+        "STUB_LOG": str(log),
+        **stub,
+    }
+    done = subprocess.run(["sh", str(NAMESPACE_SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
+    return done.returncode, [shlex.split(line) for line in log.read_text().splitlines()]
+
+
+def test_the_namespace_job_registers_the_owner_search_attribute(tmp_path: Path) -> None:
+    status, calls = run_namespace_script(tmp_path)
+    assert status == 0
+    [create] = [call for call in calls if call[:3] == ["operator", "search-attribute", "create"]]
+    options = dict(zip(create[3::2], create[4::2], strict=True))
+    assert options == {
+        "--name": "LongtoolsOwner",
+        "--type": "Keyword",
+        "--namespace": "tasks",
+        "--address": "temporal:7233",
+    }
+
+
+def test_the_namespace_job_tolerates_an_owner_attribute_that_already_exists(tmp_path: Path) -> None:
+    status, calls = run_namespace_script(tmp_path, STUB_CREATE_FAILS="1", STUB_LISTED="LongtoolsOwner")
+    assert status == 0
+    assert [
+        "operator",
+        "search-attribute",
+        "list",
+        "--namespace",
+        "tasks",
+        "--address",
+        "temporal:7233",
+    ] in calls
+
+
+def test_the_namespace_job_fails_when_the_owner_attribute_cannot_be_registered(tmp_path: Path) -> None:
+    status, _ = run_namespace_script(tmp_path, STUB_CREATE_FAILS="1", STUB_LISTED="LongtoolsOwnerX")
+    assert status == 1
+
+
+def test_the_search_attribute_registered_is_the_one_the_code_sets() -> None:
+    [name] = re.findall(r"^OWNER_ATTRIBUTE=(\w+)$", NAMESPACE_SCRIPT.read_text(), re.MULTILINE)
+    sources = [path for package in FIRST_PARTY for path in (ROOT / package).rglob("*.py")]
+    assert any(f'"{name}"' in path.read_text() for path in sources), f"no code sets {name}"
