@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +22,7 @@ from tests.promise_tools import effects
 from tests.wire import (
     TASKS_EXTENSION,
     error,
+    eventually,
     get_task,
     headers_for,
     is_sse,
@@ -33,7 +33,6 @@ from tests.wire import (
     wait_for_task,
 )
 
-T = TypeVar("T")
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 YES = {"action": "accept", "content": {"ok": True}}
 NO = {"action": "accept", "content": {"ok": False}}
@@ -69,17 +68,6 @@ def promises(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 def _data(served: Served) -> Path:
     return served.log_path.parent / "data"
-
-
-def _until(probe: Callable[[], T], ready: Callable[[T], bool], within: float = 30) -> T:
-    """``probe()`` until ``ready(value)``, bounded: the state lives in other processes."""
-    deadline = time.monotonic() + within
-    while True:
-        value = probe()
-        if ready(value):
-            return value
-        assert time.monotonic() < deadline, f"never got there: {value}"
-        time.sleep(0.05)
 
 
 def _call(url: str, tool: str, arguments: dict[str, Any], **params: Any) -> httpx.Response:
@@ -174,11 +162,12 @@ def test_a_round_cancelled_after_its_work_still_records_its_outcome(promises: Se
     asked = result(_call(promises.url, "hold_effect", args))
     params = {"name": "hold_effect", "arguments": args, "requestState": asked["requestState"]}
     params |= {"inputResponses": {"go": YES}, "_meta": meta()}
-    seen = len(_requests_of(promises, "hold_effect"))
     _give_up_on(promises.url, params)
-    _until(lambda: len(_requests_of(promises, "hold_effect")), lambda n: n > seen)  # the server let it go
+    # Both rounds' lines logged: the server has let the second request go (its log line is written
+    # when the request ends), while its work still waits for the release.
+    eventually(lambda: len(_requests_of(promises, "hold_effect")), lambda n: n == 2)
     (_data(promises) / "release-cancelled").touch()
-    replay = _until(
+    replay = eventually(
         lambda: _round(promises.url, "hold_effect", args, asked["requestState"], {"go": YES}),
         lambda response: "still in progress" not in response.text,
     )
@@ -193,14 +182,14 @@ def test_an_idempotent_call_cancelled_after_its_work_never_runs_again(promises: 
     keyed = meta(None, **{IDEMPOTENCY: "cancelled-then-replayed", "progressToken": "p"})  # SSE path
     seen = len(_requests_of(promises, "keyed_effect"))
     _give_up_on(promises.url, {"name": "keyed_effect", "arguments": args, "_meta": keyed})
-    _until(lambda: len(_requests_of(promises, "keyed_effect")), lambda n: n > seen)
+    eventually(lambda: len(_requests_of(promises, "keyed_effect")), lambda n: n > seen)
     (_data(promises) / "release-keyed").touch()
-    replay = _until(
+    replay = eventually(
         lambda: _call(promises.url, "keyed_effect", args, _meta=keyed),
         lambda response: "still in progress" not in response.text,
     )
     assert _text(result(replay)) == "done keyed"
-    _until(lambda: _lapsed(promises, clock), bool, within=STATE_TTL_S * 4)  # the key's TTL has passed
+    eventually(lambda: _lapsed(promises, clock), bool, within=STATE_TTL_S * 4)  # the key's TTL has passed
     assert _text(result(_call(promises.url, "keyed_effect", args, _meta=keyed))) == "done keyed"
     assert effects(_data(promises)).count("keyed_effect keyed") == 1
 
@@ -225,7 +214,7 @@ def test_a_quick_tools_only_deployment_runs_a_worker_that_closes_its_run_once_re
         second = result(_round(api.url, "three_rounds", args, first["requestState"], {"first": YES}))
         done = result(_round(api.url, "three_rounds", args, second["requestState"], {"second": YES}))
         assert _text(done) == "done quick only"
-        statuses = _until(
+        statuses = eventually(
             lambda: _once_records_closed(temporal.address),
             lambda found: len(found) == 2 and all(s == WorkflowExecutionStatus.COMPLETED for s in found),
         )
@@ -245,9 +234,9 @@ def test_a_long_tool_answered_after_the_state_ttl_gets_the_tasks_next_step(promi
     asked = result(_call(promises.url, "ask_reason", {}))
     assert set(asked["inputRequests"]) == {"input"}
     clock = result(_call(promises.url, "three_rounds", {"label": "clock"}))["requestState"]
-    _until(lambda: _lapsed(promises, clock), bool, within=STATE_TTL_S * 4)
+    eventually(lambda: _lapsed(promises, clock), bool, within=STATE_TTL_S * 4)
     answer = {"input": {"action": "accept", "content": {"reason": "Printer on fire"}}}
-    done = _until(
+    done = eventually(
         lambda: result(_round(promises.url, "ask_reason", {}, asked["requestState"], answer)),
         lambda called: called.get("resultType") == "complete",
     )
@@ -288,7 +277,10 @@ def test_pre_phase_rounds_count_towards_the_round_limit_and_name_their_exchange(
         error(refused, 400)["message"]
         == "This call took more than 3 rounds of questions; call the tool again"
     )
-    rounds = _requests_of(promises, "start_after_confirm")[before:]
+    # A request's log line is written as its response goes out: wait for the last one.
+    rounds = eventually(
+        lambda: _requests_of(promises, "start_after_confirm")[before:], lambda got: len(got) == 3
+    )
     exchanges = {line.get("exchange") for line in rounds}
     assert len(exchanges) == 1 and None not in exchanges
     assert [line.get("round") for line in rounds] == [1, 2, 3]

@@ -13,8 +13,7 @@ import itertools
 import secrets
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 
 from service._devserver import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, worker_ready
-from tests.wire import TASKS_EXTENSION, post, result
+from tests.wire import TASKS_EXTENSION, eventually, post, result
 
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -64,19 +63,7 @@ class Cluster:
         return self.call("tasks/get", {"taskId": task_id}, TASK_CAPS)
 
     def wait_task(self, task_id: str, status: str, within: float = 40) -> dict[str, Any]:
-        return _until(lambda: self.task(task_id), lambda task: task["status"] == status, within)
-
-
-def _until(
-    poll: Callable[[], dict[str, Any]], ready: Callable[[dict[str, Any]], bool], within: float
-) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while True:
-        seen = poll()
-        if ready(seen):
-            return seen
-        assert time.monotonic() < deadline, f"never got there: {seen}"
-        time.sleep(0.05)
+        return eventually(lambda: self.task(task_id), lambda task: task["status"] == status, within)
 
 
 @pytest.fixture(scope="module")

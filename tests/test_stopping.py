@@ -13,8 +13,7 @@ import asyncio
 import os
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +23,10 @@ import pytest
 from service._devserver import DevServer, start_dev_server
 from tests.conftest import Served, start_server, start_worker
 from tests.promise_tools import effects
-from tests.wire import TASKS_EXTENSION, error, is_sse, post, result, sse_messages, wait_for_task
+from tests.wire import TASKS_EXTENSION, error, eventually, is_sse, post, result, sse_messages, wait_for_task
 
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 UNAVAILABLE = {"code": -32603, "message": "The task service is unavailable; try again shortly"}
-
-
-def _until(probe: Callable[[], bool], within: float = 30) -> None:
-    deadline = time.monotonic() + within
-    while not probe():
-        assert time.monotonic() < deadline, "never got there"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -58,7 +50,7 @@ def test_a_stopping_worker_lets_its_running_activity_finish(tmp_path: Path, temp
                 api.url, "tools/call", {"name": "one_slow_step", "arguments": {"label": "s"}}, caps=TASK_CAPS
             )
         )
-        _until(lambda: "slow_step s started attempt 1" in effects(data))
+        eventually(lambda: "slow_step s started attempt 1" in effects(data))
         worker.process.send_signal(signal.SIGTERM)
         # Stopping, but not gone: the step is let finish, so it is not cut and run a second time.
         (data / "release-s").touch()
@@ -82,7 +74,7 @@ def test_a_stopping_api_answers_its_held_rounds_at_once(tmp_path: Path) -> None:
     holding = threading.Thread(target=lambda: answers.append(post(served.url, "tools/call", call, caps={})))
     try:
         holding.start()
-        _until(lambda: _held(served) == 1)
+        eventually(lambda: _held(served) == 1)
         assert served.stop() == 0
         holding.join(timeout=30)
         [answer] = answers
@@ -125,7 +117,7 @@ def test_a_frozen_temporal_is_a_prompt_unavailable_error(tmp_path: Path, tempora
         assert ready.status_code == 503
         assert httpx.get(f"{api.base}/livez").status_code == 200  # alive: nothing to restart
         os.kill(temporal.pid, signal.SIGCONT)
-        _until(lambda: httpx.get(f"{api.base}/readyz").status_code == 200)
+        eventually(lambda: httpx.get(f"{api.base}/readyz").status_code == 200)
         assert wait_for_task(api.url, task["taskId"], lambda now: now["status"] == "working")
     finally:
         os.kill(temporal.pid, signal.SIGCONT)

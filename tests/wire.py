@@ -6,7 +6,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -14,6 +14,7 @@ VERSION = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
 _ids = itertools.count(1)
+T = TypeVar("T")
 
 
 def meta(caps: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -102,12 +103,17 @@ def wait_for_task(
     within: float = 30,
     headers: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
-    """Poll ``tasks/get`` until ``ready(task)``, bounded by ``within`` seconds (the state lives in
-    Temporal, so there is no event to wait on)."""
+    """Poll ``tasks/get`` until ``ready(task)``, bounded by ``within`` seconds."""
+    return eventually(lambda: get_task(url, task_id, headers), ready, within)
+
+
+def eventually(probe: Callable[[], T], ready: Callable[[T], bool] = bool, within: float = 30) -> T:
+    """``probe()`` until ``ready(value)``, bounded by ``within`` seconds: the state under test lives
+    in other processes (Temporal, a server), so there is no event to wait on."""
     deadline = time.monotonic() + within
     while True:
-        task = get_task(url, task_id, headers)
-        if ready(task):
-            return task
-        assert time.monotonic() < deadline, f"task never got there: {task}"
+        value = probe()
+        if ready(value):
+            return value
+        assert time.monotonic() < deadline, f"never got there: {value!r}"
         time.sleep(0.05)
