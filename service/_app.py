@@ -30,7 +30,7 @@ from service._once import Once
 from service._registry import Registry
 from service._settings import Settings
 from service._tasks import Tasks
-from service._temporal import connect, unreachable
+from service._temporal import Connection, unreachable
 from service._tokens import BearerVerifier
 from service.tools import default_registry
 
@@ -74,8 +74,9 @@ def create_app(
     """The API process's ASGI app: ``POST /mcp``, ``GET /livez``, ``GET /readyz`` and ``GET /metrics``.
     No side effects until served.
 
-    The Temporal client is made when the app starts serving (lazily connected, so the API comes up
-    even while Temporal does not answer yet; ``/readyz`` says which). ``metrics`` is shared with
+    The Temporal client is connected in the background once the app starts serving, so the API
+    comes up, and answers "unavailable" at once, while Temporal does not answer yet (``/readyz``
+    says which). ``metrics`` is shared with
     a worker in the same process (``serve``), so one ``/metrics`` shows both.
 
     ``worker_client`` is the client of a worker running in this process (``serve``). The API then
@@ -85,12 +86,8 @@ def create_app(
     """
     registry = registry if registry is not None else default_registry(settings)
     metrics = metrics if metrics is not None else Metrics()
-    temporal: list[Client] = []
-    closers: list[Callable[[], Awaitable[None]]] = []
-
-    def client() -> Client:
-        return temporal[0]
-
+    client = Connection(settings, worker_client)
+    closers: list[Callable[[], Awaitable[None]]] = [client.close]
     tasks = Tasks(settings, registry, client, eager=worker_client is not None)
     once = Once(settings, client, eager=worker_client is not None)
     server = build_server(
@@ -117,7 +114,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        temporal.append(worker_client or await connect(settings, lazy=True))
+        client.start()
         async with manager.run(), plain.run():
             app.state.ready = True
             yield
@@ -146,7 +143,7 @@ def create_app(
         if not app.state.ready:
             return JSONResponse({"status": "starting"}, status_code=503)
         try:
-            # The RPC deadline alone does not bound a lazy client's first connect.
+            # Bounded here too: a probe must answer before the orchestrator's own timeout.
             async with asyncio.timeout(READY_TIMEOUT_S):
                 await client().workflow_service.get_system_info(
                     GetSystemInfoRequest(), timeout=timedelta(seconds=READY_TIMEOUT_S)

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TypeVar
 
+import structlog
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
@@ -21,6 +22,8 @@ from service._registry import Registry
 from service._settings import Settings
 from workflows._ask import CarryConversation
 from workflows._metrics import TaskMetricsInterceptor
+
+log = structlog.get_logger("longtools.temporal")
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 T = TypeVar("T")
@@ -56,14 +59,67 @@ async def poll(
 
 
 def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says Temporal could not be reached (a lazy client raises RuntimeError)."""
+    """Whether ``exc`` says Temporal could not be reached (a failed connect raises RuntimeError)."""
     if isinstance(exc, RPCError):
         return exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+    if isinstance(exc, NotConnected):
+        return True
     return isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect")
 
 
-async def connect(settings: Settings, *, lazy: bool = False, runtime: Runtime | None = None) -> Client:
-    """A client for the configured Temporal; ``lazy`` defers the connection to the first call.
+class NotConnected(RuntimeError):
+    """The API has not reached Temporal yet since it started (it keeps trying in the background)."""
+
+
+class Connection:
+    """The API's Temporal client, connected in the background: no request waits on a connection.
+
+    A lazy client would make the first request after a start wait for the connection, and a
+    Temporal that accepts connections but does not answer held that request for 30 s, whatever the
+    call timeout. Until the connection is made, calling this raises ``NotConnected`` at once (the
+    client's "task service unavailable"); once made, the SDK keeps it up and every call has its
+    timeout. ``client`` is one connected already (a worker's, in ``serve``).
+    """
+
+    _RETRY_S = 1.0
+
+    def __init__(self, settings: Settings, client: Client | None = None) -> None:
+        self._settings = settings
+        self._client = client
+        self._connecting: asyncio.Task[None] | None = None
+
+    def __call__(self) -> Client:
+        if self._client is None:
+            raise NotConnected("Temporal has not been reached yet")
+        return self._client
+
+    def start(self) -> None:
+        if self._client is None and self._connecting is None:
+            self._connecting = asyncio.create_task(self._connect())
+
+    async def close(self) -> None:
+        if self._connecting is not None:
+            self._connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connecting
+
+    async def _connect(self) -> None:
+        failures = 0
+        while self._client is None:
+            try:
+                self._client = await connect(self._settings)
+            except RuntimeError as exc:  # the SDK's "Failed client connect"
+                failures += 1
+                if failures == 1 or failures % 60 == 0:  # said once, then about once a minute
+                    log.warning(
+                        "temporal_unreachable", address=self._settings.temporal_address, detail=str(exc)
+                    )
+                await asyncio.sleep(self._RETRY_S)
+        log.info("temporal_connected", address=self._settings.temporal_address)
+
+
+async def connect(settings: Settings, *, runtime: Runtime | None = None) -> Client:
+    """A client for the configured Temporal.
 
     The pydantic converter is passed explicitly: the default one also "works" with pydantic models
     through deprecated v1 paths and silently loses types. ``runtime`` (``Metrics.runtime()``)
@@ -80,7 +136,6 @@ async def connect(settings: Settings, *, lazy: bool = False, runtime: Runtime | 
         settings.temporal_address or DEFAULT_ADDRESS,
         namespace=settings.temporal_namespace,
         data_converter=data_converter(settings),
-        lazy=lazy,
         runtime=runtime,
     )
 

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import URL_LINE, Served, spawn, wait_for_line
+from tests.wire import error, headers_for, meta
 
 
 @pytest.fixture
@@ -27,7 +28,15 @@ def test_a_temporal_that_hangs_leaves_the_api_live_and_unready_within_the_probe_
 ) -> None:
     """Ours (issue 12): /readyz gives up on GetSystemInfo after 2 s; the client's timeout here only
     bounds the test, which would otherwise hang with the probe."""
-    args = ["api", "--port", "0", "--no-auth", "--temporal-address", silent_temporal]
+    args = [
+        "api",
+        "--port",
+        "0",
+        "--no-auth",
+        "--conformance-fixtures",
+        "--temporal-address",
+        silent_temporal,
+    ]
     process, log_path = spawn(tmp_path, args, None)
     api = Served(process=process, url=wait_for_line(process, log_path, URL_LINE, 30), log_path=log_path)
     try:
@@ -35,6 +44,12 @@ def test_a_temporal_that_hangs_leaves_the_api_live_and_unready_within_the_probe_
         assert ready.status_code == 503 and ready.json() == {"status": "temporal unavailable"}
         live = httpx.get(f"{api.base}/livez", timeout=15)
         assert live.status_code == 200 and live.json() == {"status": "ok"}
+        # A call that needs Temporal is "unavailable" at once too: the API connects in the
+        # background, so no request waits on a connection that never completes (it did, 30 s).
+        call = {"name": "slow_compute", "arguments": {"seconds": 1}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**call, "_meta": meta()}}
+        answered = httpx.post(api.url, json=body, headers=headers_for("tools/call", call), timeout=15)
+        assert error(answered, 200)["message"] == "The task service is unavailable; try again shortly"
     finally:
         api.stop()
     assert "Traceback" not in api.log_text()
