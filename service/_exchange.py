@@ -23,19 +23,21 @@ from mcp_types import INVALID_PARAMS, InputRequiredResult
 
 from service._round import rounds_exceeded
 
-__all__ = ["Exchange", "state_refused"]
+__all__ = ["STATE_REFUSED", "Exchange", "state_refused"]
 
 log = structlog.get_logger("longtools.exchange")
 
 # The expiry is optional: states minted before it existed carry only the SDK's own (shorter) one.
 _ENVELOPE = re.compile(r"r(\d+)\.([0-9a-f]{16})(?:\.(\d+))?:")
+STATE_REFUSED = "Invalid or expired requestState"
+"""The SDK's one frozen message for every requestState it refuses (and for one that lapsed here)."""
 
 
 def state_refused() -> MCPError:
     """The SDK's one frozen error for any requestState it refuses; a lapsed one looks the same."""
     return MCPError(
         code=INVALID_PARAMS,
-        message="Invalid or expired requestState",
+        message=STATE_REFUSED,
         data={"reason": "invalid_request_state"},
     )
 

@@ -50,7 +50,7 @@ from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
 from service._auth import Caller, caller_of, principal_of
-from service._exchange import Exchange
+from service._exchange import STATE_REFUSED, Exchange
 from service._logging import request_info
 from service._long import LongTools, temporal_errors
 from service._metrics import Metrics
@@ -79,7 +79,6 @@ IDEMPOTENCY_META = "longtools.dev/idempotency-key"
 same tool gets the first call's task or result instead of a second run."""
 _MAX_IDEMPOTENCY_KEY = 200
 NOT_AUTHORIZED = "Not authorized to use this tool"
-_STATE_REFUSED = "Invalid or expired requestState"  # the SDK's one frozen message for every refusal
 
 
 def build_server(
@@ -174,7 +173,7 @@ class _Observe:
             _link_span(info)
             self._metrics.request(ctx.method, "error")
             if tool is not None and continuing:
-                expired = exc.error.message == _STATE_REFUSED
+                expired = exc.error.message == STATE_REFUSED
                 self._metrics.mrtr(tool, "expired" if expired else "rejected")
             raise
         except ValidationError:
@@ -291,10 +290,7 @@ class _Handlers:
         caller = caller_of(ctx)
         if not await self._authorized(tool, caller, args):
             return tool_error_result(NOT_AUTHORIZED)
-        exchange, state = Exchange.open(params.request_state)
-        info = request_info()
-        info["exchange"], info["round"] = exchange.id, exchange.rounds + 1
-        rnd = Round(ctx, input_responses=params.input_responses, request_state=state)
+        exchange, rnd = _open_round(ctx, params.input_responses, params.request_state)
         key = _idempotency_key(ctx)
         if tool.handler is None:
             # The key names the task, also when it starts after pre-phase rounds (with a state).
@@ -383,9 +379,7 @@ class _Handlers:
         missing = [arg.name for arg in prompt.arguments if arg.required and arg.name not in arguments]
         if missing:
             raise MCPError(code=INVALID_PARAMS, message=f"Missing required arguments: {', '.join(missing)}")
-        exchange, state = Exchange.open(params.request_state)
-        request_info()["exchange"], request_info()["round"] = exchange.id, exchange.rounds + 1
-        rnd = Round(ctx, input_responses=params.input_responses, request_state=state)
+        exchange, rnd = _open_round(ctx, params.input_responses, params.request_state)
         result = await prompt.handler(arguments, rnd)
         if isinstance(result, InputRequiredResult):
             return self._next_round(exchange, result)
@@ -429,9 +423,7 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult | InputRequiredResult:
         uri = str(params.uri)
-        exchange, state = Exchange.open(params.request_state)
-        request_info()["exchange"], request_info()["round"] = exchange.id, exchange.rounds + 1
-        rnd = Round(ctx, input_responses=params.input_responses, request_state=state)
+        exchange, rnd = _open_round(ctx, params.input_responses, params.request_state)
         resource = self._registry.resources.get(uri)
         if resource is not None:
             content = await resource.reader({}, rnd)
@@ -494,6 +486,16 @@ async def _guarded(tool: Tool, work: Awaitable[T]) -> T | CallToolResult:
     except Exception:  # top-level handler boundary: a crash stays in the log, never on the wire
         log.exception("tool_crashed", tool=tool.name)
         return tool_error_result(f"Error executing tool {tool.name}")
+
+
+def _open_round(
+    ctx: ServerRequestContext[Any, Any], input_responses: Mapping[str, Any] | None, state: str | None
+) -> tuple[Exchange, Round]:
+    """The exchange this round belongs to (named in its log line) and the round the handler sees."""
+    exchange, own_state = Exchange.open(state)
+    info = request_info()
+    info["exchange"], info["round"] = exchange.id, exchange.rounds + 1
+    return exchange, Round(ctx, input_responses=input_responses, request_state=own_state)
 
 
 def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:

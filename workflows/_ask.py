@@ -102,8 +102,9 @@ class _Conversation:
                 # The API checks shapes first, so only a mismatch between its version and this one
                 # gets here. Asked again under a new key: the client sees a question, not a hang.
                 if workflow.patched(_REASK_PATCH):
-                    self.moved[key] = fresh = self.fresh_key(self.names.get(key, key))
-                    self.names[fresh] = self.names.get(key, key)
+                    name = self.names.get(key, key)
+                    self.moved[key] = fresh = self.fresh_key(name)
+                    self.names[fresh] = name
                     self.pending[fresh] = self.pending.pop(key)
                     reasked = True
         if reasked:
@@ -162,18 +163,23 @@ class _Conversation:
         self.answered_bytes = int(carried.get("answered_bytes") or 0)
 
 
+def _started_conversation() -> _Conversation | None:
+    """The conversation of this workflow run, if it has asked or reported anything yet."""
+    conversation: _Conversation | None = getattr(workflow.instance(), "_longtools_conversation", None)
+    return conversation
+
+
 def _conversation() -> _Conversation:
     # Kept on the workflow instance, so the tool's class needs no base class or extra handler;
     # installing the signal handler on first use is deterministic (same point on every replay),
     # and Temporal buffers signals that arrive before a handler exists.
-    instance = workflow.instance()
-    conversation: _Conversation | None = getattr(instance, "_longtools_conversation", None)
+    conversation = _started_conversation()
     if conversation is None:
         conversation = _Conversation()
         carried = workflow.memo_value(CARRIED_MEMO, None)
         if isinstance(carried, Mapping):
             conversation.resume(carried)
-        instance._longtools_conversation = conversation
+        workflow.instance()._longtools_conversation = conversation
         workflow.set_signal_handler(ANSWER_SIGNAL, conversation.receive)
     return conversation
 
@@ -202,8 +208,7 @@ class _CarryOutbound(WorkflowOutboundInterceptor):
     def continue_as_new(self, input: ContinueAsNewInput) -> NoReturn:
         if workflow.memo_value(TOOL_MEMO, None) is None:  # not a longtools task
             super().continue_as_new(input)
-        instance = workflow.instance()
-        conversation: _Conversation | None = getattr(instance, "_longtools_conversation", None)
+        conversation = _started_conversation()
         memo = dict(workflow.memo())
         if conversation is not None:
             memo[CARRIED_MEMO] = conversation.carried()
