@@ -29,41 +29,41 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from service._app import create_app
-    from service._auth import Authorize, Caller
-    from service._registry import (
+    from service._settings import Settings
+    from service.auth import Authorize, Caller
+    from service.server import create_app
+    from service.tools import (
         Prompt,
         Registry,
         Resource,
         ResourceTemplate,
+        Round,
         Tool,
         ToolError,
         ToolReturn,
     )
-    from service._round import Round
-    from service._settings import Settings
-    from workflows._inputs import Elicited, InputRequest, elicit, list_roots, sample
+    from workflows import Elicited, InputRequest, elicit, list_roots, sample
 
-# Loaded on first use (PEP 562): `import service._client` (the terminal client) then does not pull
+# Loaded on first use (PEP 562): `import service.client` (the terminal client) then does not pull
 # in the server side, and `from service import Registry` in a tool module costs the same as before.
 _HOME = {
-    "create_app": "service._app",
-    "Authorize": "service._auth",
-    "Caller": "service._auth",
-    "Prompt": "service._registry",
-    "Registry": "service._registry",
-    "Resource": "service._registry",
-    "ResourceTemplate": "service._registry",
-    "Tool": "service._registry",
-    "ToolError": "service._registry",
-    "ToolReturn": "service._registry",
-    "Round": "service._round",
+    "create_app": "service.server",
+    "Authorize": "service.auth",
+    "Caller": "service.auth",
+    "Prompt": "service.tools",
+    "Registry": "service.tools",
+    "Resource": "service.tools",
+    "ResourceTemplate": "service.tools",
+    "Tool": "service.tools",
+    "ToolError": "service.tools",
+    "ToolReturn": "service.tools",
+    "Round": "service.tools",
     "Settings": "service._settings",
-    "Elicited": "workflows._inputs",
-    "InputRequest": "workflows._inputs",
-    "elicit": "workflows._inputs",
-    "list_roots": "workflows._inputs",
-    "sample": "workflows._inputs",
+    "Elicited": "workflows",
+    "InputRequest": "workflows",
+    "elicit": "workflows",
+    "list_roots": "workflows",
+    "sample": "workflows",
 }
 
 

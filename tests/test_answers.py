@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from service._tasks import AnswerRejected, check_answer
+from service.tasks import AnswerRejected, check_answer
 from workflows import elicit, list_roots, sample
 
 

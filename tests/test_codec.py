@@ -13,7 +13,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from service import Settings
-from service._codec import (
+from service.temporal._codec import (
     ENCODING,
     KEY_ID_METADATA,
     EncryptionCodec,

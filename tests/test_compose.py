@@ -33,10 +33,10 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from service._app import create_app
-from service._cli import cli
-from service._serve import HTTP_KEEP_ALIVE_S, HTTP_SHUTDOWN_S
 from service._settings import Settings
+from service.cli._commands import cli
+from service.cli._launch import HTTP_KEEP_ALIVE_S, HTTP_SHUTDOWN_S
+from service.server._app import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -20,7 +20,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
-from service._devserver import DevServer, DevServerError, start_dev_server, temporal_executable
+from service.temporal import DevServer, DevServerError, start_dev_server, temporal_executable
 
 StartServer = Callable[..., Awaitable[DevServer]]
 REPO = Path(__file__).resolve().parents[1]
@@ -188,7 +188,7 @@ async def test_the_server_dies_with_its_parent_even_on_sigkill(tmp_path: Path) -
         """
         import asyncio, sys, time
         from pathlib import Path
-        from service._devserver import start_dev_server
+        from service.temporal import start_dev_server
 
         server = asyncio.run(start_dev_server(Path(sys.argv[1])))
         print(server.pid, flush=True)

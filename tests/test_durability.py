@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from service._devserver import DevServer, start_dev_server
+from service.temporal import DevServer, start_dev_server
 from tests.conftest import Served, start_server, start_worker
 from tests.wire import get_task, post, result, wait_for_task
 

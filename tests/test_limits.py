@@ -18,8 +18,8 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import Client
 
-from service._devserver import start_dev_server
 from service._settings import Settings
+from service.temporal import start_dev_server
 from tests.conftest import Served, start_server, start_worker
 from tests.wire import TASKS_EXTENSION, error, eventually, meta, post, result, wait_for_task
 

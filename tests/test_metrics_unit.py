@@ -24,11 +24,10 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, Work
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import Replayer
 
-from service._devserver import start_dev_server
 from service._metrics import Metrics, MrtrOutcome
-from service._registry import Registry, Tool
 from service._settings import Settings
-from service._temporal import build_worker, connect, data_converter
+from service.temporal import build_worker, connect, data_converter, start_dev_server
+from service.tools import Registry, Tool
 from tests.conftest import PAYLOAD_KEY
 from tests.metric_flows import AskInput, FlowInput, MetricAsk, MetricFlow
 from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
@@ -125,7 +124,7 @@ async def _drained(metrics: Metrics) -> bool:
 async def _start(
     client: Client, settings: Settings, tool: Tool, args: BaseModel, *, memo: bool = True
 ) -> WorkflowHandle[Any, Any]:
-    """Start ``tool``'s workflow with the memo key the API sets (service/_tasks.py ``Tasks.start``)."""
+    """Start ``tool``'s workflow with the memo key the API sets (``Tasks.start``)."""
     return await client.start_workflow(
         tool.workflow_name,
         args,

@@ -1,4 +1,4 @@
-"""``Once``, the run-once record behind replayed rounds and idempotency keys, on a real Temporal.
+"""``RunOnce``, the run-once record behind replayed rounds and idempotency keys, on a real Temporal.
 
 No worker runs here on purpose: a claim and its record are a workflow start and a signal, read
 back from the history, so they hold while every worker is down.
@@ -20,13 +20,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from service._once import KeyReused, Once
 from service._settings import Settings
+from service.tasks import KeyReused, RunOnce
 from tests.test_replay import NO_VERSION_CHECK, TEMPORAL
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def once(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Once]:
+async def once(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunOnce]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(TEMPORAL),
         data_converter=pydantic_data_converter,
@@ -34,14 +34,14 @@ async def once(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Once]:
     )
     client: Client = env.client
     try:
-        yield Once(Settings(data_dir=Path(tmp_path_factory.mktemp("once"))), lambda: client)
+        yield RunOnce(Settings(data_dir=Path(tmp_path_factory.mktemp("once"))), lambda: client)
     finally:
         await env.shutdown()
 
 
-async def _claimed(once: Once, claim: str) -> None:
+async def _claimed(once: RunOnce, claim: str) -> None:
     """Wait (bounded) until Temporal holds the claim."""
-    handle = once.client().get_workflow_handle(f"longtools-once-{claim}")
+    handle = once.connection().get_workflow_handle(f"longtools-once-{claim}")
     async with asyncio.timeout(10):
         while True:
             try:
@@ -51,7 +51,7 @@ async def _claimed(once: Once, claim: str) -> None:
                 await asyncio.sleep(0.02)
 
 
-async def test_twenty_concurrent_claims_run_the_work_once_and_all_get_its_outcome(once: Once) -> None:
+async def test_twenty_concurrent_claims_run_the_work_once_and_all_get_its_outcome(once: RunOnce) -> None:
     runs: list[int] = []
 
     async def work() -> dict[str, Any]:
@@ -65,7 +65,7 @@ async def test_twenty_concurrent_claims_run_the_work_once_and_all_get_its_outcom
     assert all(outcome == {"content": [{"type": "text", "text": "run 1"}]} for outcome in outcomes)
 
 
-async def test_a_first_error_is_the_recorded_outcome_too(once: Once) -> None:
+async def test_a_first_error_is_the_recorded_outcome_too(once: RunOnce) -> None:
     async def fail() -> dict[str, Any]:
         raise MCPError(code=-32602, message="no such ticket")
 
@@ -76,7 +76,7 @@ async def test_a_first_error_is_the_recorded_outcome_too(once: Once) -> None:
         assert (raised.value.error.code, raised.value.error.message) == (-32602, "no such ticket")
 
 
-async def test_a_claim_made_for_other_arguments_is_refused(once: Once) -> None:
+async def test_a_claim_made_for_other_arguments_is_refused(once: RunOnce) -> None:
     async def work() -> dict[str, Any]:
         return {}
 
@@ -86,7 +86,7 @@ async def test_a_claim_made_for_other_arguments_is_refused(once: Once) -> None:
         await once.run(claim, "others", work, ttl_s=60, wait_s=5)
 
 
-async def test_a_claim_whose_holder_never_recorded_is_a_clear_error_not_a_second_run(once: Once) -> None:
+async def test_a_claim_whose_holder_never_recorded_is_a_clear_error_not_a_second_run(once: RunOnce) -> None:
     hold = asyncio.Event()
 
     async def stuck() -> dict[str, Any]:

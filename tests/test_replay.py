@@ -28,7 +28,7 @@ from temporalio.worker import Replayer, Worker
 from activities.helpdesk import HelpdeskActivities, TicketStore
 from tests.asking import AskFormStrictly, AskRepeatedly
 from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
-from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, Once
+from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
 from workflows.conformance import (
     ConfirmDelete,
     DeleteInput,
@@ -51,7 +51,7 @@ WORKFLOWS: list[type] = [
     FailingJob,
     GreetTask,
     MultiInput,
-    Once,
+    OnceRecord,
     ProtocolErrorJob,
     SlowCompute,
 ]
@@ -248,7 +248,7 @@ async def test_ask_names_keys_uniquely_keeps_partial_answers_and_asks_again_afte
 
 async def test_the_once_record_replays_its_history(client: Client) -> None:
     queue = f"tq-{uuid.uuid4()}"
-    async with Worker(client, task_queue=queue, workflows=[Once]):
+    async with Worker(client, task_queue=queue, workflows=[OnceRecord]):
         handle: WorkflowHandle[Any, Any] = await client.start_workflow(
             ONCE_WORKFLOW, id=f"once-{uuid.uuid4()}", task_queue=queue
         )

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from service._devserver import DevServer, start_dev_server
+from service.temporal import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, worker_ready
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from structlog.testing import capture_logs
 
 from service._settings import Settings
-from service._tokens import AuthConfigError, BearerVerifier, principal_hash, principal_id
+from service.auth._tokens import AuthConfigError, BearerVerifier, principal_hash, principal_id
 
 SECRET = "s" * 40
 STATIC = "static-token-for-alice-0123456789"

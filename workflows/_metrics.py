@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 TOOL_MEMO = "longtools.tool"
-"""Memo key naming the task's tool; the API sets it when it starts the workflow (service/_tasks.py)."""
+"""Memo key naming the task's tool; the API sets it when it starts the workflow (``service.tasks``)."""
 CARRIED_MEMO = "longtools.carried"
 """Memo key of what a task carries into the next run when its workflow continues as new
 (``workflows/_ask.py``): its first run's start, the question keys it used, its progress."""
@@ -119,7 +119,7 @@ def _not_recorded() -> None:
 
 
 def _status(exc: BaseException) -> TaskStatus | None:
-    """How the task ends, as ``tasks/get`` reports it (service/_tasks.py ``_failed``), or None if it goes on.
+    """How the task ends, as ``tasks/get`` reports it (``service.tasks``), or None if it goes on.
 
     The SDK turns a cancel into a cancelled workflow and any FailureError or TimeoutError into a
     failed one (a ToolError failure is a *completed* task with ``isError``).

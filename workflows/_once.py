@@ -19,7 +19,7 @@ OUTCOME_SIGNAL = "longtools.outcome"
 
 
 @workflow.defn(name=ONCE_WORKFLOW)
-class Once:
+class OnceRecord:
     def __init__(self) -> None:
         self._recorded = False
 

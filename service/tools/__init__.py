@@ -1,51 +1,42 @@
-"""The tools a longtools server offers: built-ins, the helpdesk example, fixtures, and yours.
+"""What a server offers and how it is declared (``Registry``, ``Round``, ...), and which tools it
+loads: built-ins, the helpdesk example, conformance fixtures, and tool modules of your own. API and
+worker processes (the API runs quick tools, the worker the long tools' workflows and activities).
 
-A tool module of your own is any importable module with ``register(registry, settings)``; load it
-with ``--tools my.module`` (repeatable) or ``LONGTOOLS_TOOLS=my.module,other.module``. The API and
-every worker must load the same modules (the worker runs their workflows and activities).
+May import ``service.auth`` (who is calling), ``service._settings``, ``workflows`` and
+``activities``; nothing that talks to Temporal or to the wire.
 """
 
 from __future__ import annotations
 
-import importlib
+from service.tools._loading import ToolModuleError, default_registry
+from service.tools._registry import (
+    Prompt,
+    Registry,
+    Resource,
+    ResourceContent,
+    ResourceTemplate,
+    Tool,
+    ToolError,
+    ToolReturn,
+    to_call_result,
+    tool_error_result,
+)
+from service.tools._round import Round, missing_capability, rounds_exceeded
 
-from service._registry import Registry
-from service._settings import Settings
-from service.tools._echo import register_echo
-
-__all__ = ["ToolModuleError", "default_registry"]
-
-
-class ToolModuleError(Exception):
-    """A configured tool module cannot be loaded or registered (the message names it and why)."""
-
-
-def default_registry(settings: Settings) -> Registry:
-    """Built-in tools, the examples and fixtures when switched on, and the configured modules."""
-    registry = Registry()
-    register_echo(registry)
-    if settings.examples:
-        from service.tools._helpdesk import register_helpdesk
-
-        register_helpdesk(registry, settings)
-    if settings.conformance_fixtures:
-        from service.tools._conformance import register_conformance_fixtures
-
-        register_conformance_fixtures(registry)
-    for name in settings.tools:
-        _load(name, registry, settings)
-    return registry
-
-
-def _load(name: str, registry: Registry, settings: Settings) -> None:
-    try:
-        module = importlib.import_module(name)
-    except ImportError as exc:
-        raise ToolModuleError(f"cannot import tool module {name!r}: {exc}") from exc
-    register = getattr(module, "register", None)
-    if not callable(register):
-        raise ToolModuleError(f"tool module {name!r} has no register(registry, settings) function")
-    try:
-        register(registry, settings)
-    except ValueError as exc:  # e.g. a name registered twice
-        raise ToolModuleError(f"tool module {name!r}: {exc}") from exc
+__all__ = [
+    "Prompt",
+    "Registry",
+    "Resource",
+    "ResourceContent",
+    "ResourceTemplate",
+    "Round",
+    "Tool",
+    "ToolError",
+    "ToolModuleError",
+    "ToolReturn",
+    "default_registry",
+    "missing_capability",
+    "rounds_exceeded",
+    "to_call_result",
+    "tool_error_result",
+]

@@ -27,7 +27,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from service._registry import (
+from service.tools._registry import (
     Prompt,
     Registry,
     Resource,
@@ -38,7 +38,7 @@ from service._registry import (
     ToolHandler,
     ToolReturn,
 )
-from service._round import Round, missing_capability
+from service.tools._round import Round, missing_capability
 from workflows._inputs import elicit, list_roots, sample
 from workflows.conformance import (
     ConfirmDelete,

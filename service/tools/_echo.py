@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from service._registry import Registry
-from service._round import Round
+from service.tools._registry import Registry
+from service.tools._round import Round
 
 
 class EchoInput(BaseModel):

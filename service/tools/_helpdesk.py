@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from activities.helpdesk import CloseReason, HelpdeskActivities, HistoryEntry, Ticket, TicketStore
-from service._registry import Registry, ToolError, ToolReturn
-from service._round import Round
 from service._settings import Settings
+from service.tools._registry import Registry, ToolError, ToolReturn
+from service.tools._round import Round
 from workflows._inputs import elicit
 from workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
 

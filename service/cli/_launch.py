@@ -24,18 +24,15 @@ from prometheus_client import start_http_server
 from pydantic import SecretStr, ValidationError
 from temporalio.worker import Worker
 
-from service._app import create_app, front_door
-from service._codec import key_id
-from service._devserver import DevServerError, start_dev_server
-from service._keyfile import KEY_FILE, KeyFileError, load_or_create
 from service._logging import configure_logging
 from service._metrics import Metrics
-from service._registry import Registry
 from service._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, STATE_KEYS_VAR, Settings, encode_key
-from service._temporal import build_worker, connect
-from service._tokens import AuthConfigError
 from service._tracing import TracingUnavailable, configure_tracing
-from service.tools import ToolModuleError, default_registry
+from service.auth import AuthConfigError
+from service.server import create_app, front_door
+from service.temporal import KEY_FILE, KeyFileError, build_worker, connect, key_id, load_or_create
+from service.temporal._devserver import DevServerError, start_dev_server
+from service.tools import Registry, ToolModuleError, default_registry
 
 log = structlog.get_logger("longtools.cli")
 

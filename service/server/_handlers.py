@@ -49,25 +49,23 @@ from mcp_types import Tool as WireTool
 from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
-from service._auth import Caller, caller_of, principal_of
-from service._exchange import STATE_REFUSED, Exchange
 from service._logging import request_info
-from service._long import LongTools, temporal_errors
 from service._metrics import Metrics
-from service._once import KeyReused, Once, args_digest, derive_id, key_reused, state_used
-from service._registry import (
+from service._settings import Settings
+from service.auth import Caller, caller_of, principal_hash, principal_of
+from service.server._exchange import STATE_REFUSED, Exchange
+from service.server._long_tools import LongTools, temporal_errors
+from service.tasks import KeyReused, RunOnce, Tasks, args_digest, derive_id, key_reused, state_used
+from service.tools import (
     Registry,
     ResourceContent,
+    Round,
     Tool,
     ToolError,
     ToolReturn,
     to_call_result,
     tool_error_result,
 )
-from service._round import Round
-from service._settings import Settings
-from service._tasks import Tasks
-from service._tokens import principal_hash
 from workflows import ProtocolError
 
 log = structlog.get_logger("longtools.mcp")
@@ -82,7 +80,7 @@ NOT_AUTHORIZED = "Not authorized to use this tool"
 
 
 def build_server(
-    settings: Settings, registry: Registry, *, version: str, tasks: Tasks, once: Once, metrics: Metrics
+    settings: Settings, registry: Registry, *, version: str, tasks: Tasks, once: RunOnce, metrics: Metrics
 ) -> Server[Any]:
     """A low-level SDK server answering from ``registry``, sealing state with the configured keys."""
     keys = _key_ring(settings)
@@ -244,7 +242,7 @@ class _Handlers:
         settings: Settings,
         registry: Registry,
         long_tools: LongTools,
-        once: Once,
+        once: RunOnce,
         id_secret: bytes,
         hash_principal: Callable[[str], str],
     ) -> None:

@@ -48,15 +48,14 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from service._registry import Registry, Tool, to_call_result, tool_error_result
 from service._settings import Settings
-from service._temporal import poll
+from service.temporal import poll
+from service.tools import Registry, Tool, to_call_result, tool_error_result
 from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR, Published
 from workflows._metrics import TOOL_MEMO
 
 log = structlog.get_logger("longtools.tasks")
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
@@ -133,16 +132,16 @@ class TaskView:
 
 
 class Tasks:
-    """Every task operation, over one Temporal client (connected lazily, shared by all requests)."""
+    """Every task operation, over the API's Temporal connection (shared by all requests)."""
 
     def __init__(
-        self, settings: Settings, registry: Registry, client: Callable[[], Client], *, eager: bool = False
+        self, settings: Settings, registry: Registry, connection: Callable[[], Client], *, eager: bool = False
     ) -> None:
         self._settings = settings
         self._registry = registry
-        self._client = client
+        self._connection = connection
         self.eager = eager
-        """Whether a worker shares ``client`` in this process, so starts may ask for eager execution."""
+        """Whether a worker shares the connection in this process, so starts may ask for eager execution."""
         self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
         self._owner_attribute_ready = False
         self._owner_attribute_lock = asyncio.Lock()
@@ -188,7 +187,7 @@ class Tasks:
         derived, task_id = task_id is not None, task_id or secrets.token_urlsafe(18)
         for attempt in range(_START_ATTEMPTS):
             try:
-                handle = await self._client().start_workflow(
+                handle = await self._connection().start_workflow(
                     tool.workflow_name,
                     args,
                     id=task_id,
@@ -241,7 +240,7 @@ class Tasks:
         if recent is not None and now - recent[0] < _COUNT_FRESH_S and recent[1] < far_under:
             return recent[1]
         query = f'{OWNER_ATTRIBUTE.name}="{owner_tag}" AND ExecutionStatus="Running"'
-        counted = (await self._client().count_workflows(query, rpc_timeout=self._rpc_timeout)).count
+        counted = (await self._connection().count_workflows(query, rpc_timeout=self._rpc_timeout)).count
         if len(self._counted) >= 10_000:  # bounded: one entry per principal starting tasks now
             self._counted.clear()
         self._counted[owner_tag] = (now, counted)
@@ -254,7 +253,7 @@ class Tasks:
         async with self._owner_attribute_lock:
             if self._owner_attribute_ready:
                 return
-            client = self._client()
+            client = self._connection()
             namespace = self._settings.temporal_namespace
             listed = await client.operator_service.list_search_attributes(
                 ListSearchAttributesRequest(namespace=namespace), timeout=self._rpc_timeout
@@ -287,7 +286,7 @@ class Tasks:
         One long poll of the workflow's close event: a task that ends otherwise (failed,
         cancelled) or later is left for ``tasks/get`` to tell.
         """
-        handle = self._client().get_workflow_handle(task_id, result_type=tool.output_model)
+        handle = self._connection().get_workflow_handle(task_id, result_type=tool.output_model)
         try:
             value = await asyncio.wait_for(handle.result(), within_s)  # through continue-as-new too
         except (TimeoutError, WorkflowFailureError):
@@ -300,7 +299,7 @@ class Tasks:
 
     async def get(self, task_id: str, principal: str) -> TaskView:
         """The task as it stands now; raises TaskNotFound for anything the caller may not see."""
-        handle = self._client().get_workflow_handle(task_id)
+        handle = self._connection().get_workflow_handle(task_id)
         try:
             desc = await handle.describe(rpc_timeout=self._rpc_timeout)
         except RPCError as exc:
@@ -338,7 +337,7 @@ class Tasks:
             # By an operator, or by Temporal itself when the task's history outgrew its limits.
             error = {"code": _INTERNAL_ERROR, "message": "The task was terminated before it finished"}
             return replace(view, status="failed", error=error)
-        handle = self._client().get_workflow_handle(
+        handle = self._connection().get_workflow_handle(
             view.task_id, run_id=desc.run_id, result_type=tool.output_model
         )
         try:
@@ -394,7 +393,7 @@ class Tasks:
         """Signal one answer, once per question: Temporal drops a signal whose request id it has
         seen in this run, so answers to one question sent again or in parallel (replays, retries,
         two replicas) cost the task's history one signal, not one each."""
-        client = self._client()
+        client = self._connection()
         request = SignalWorkflowExecutionRequest(
             namespace=client.namespace,
             workflow_execution=WorkflowExecution(workflow_id=task_id),
@@ -412,7 +411,7 @@ class Tasks:
         if view.status in TERMINAL:
             return
         try:
-            await self._client().get_workflow_handle(view.task_id).cancel(rpc_timeout=self._rpc_timeout)
+            await self._connection().get_workflow_handle(view.task_id).cancel(rpc_timeout=self._rpc_timeout)
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:  # closed in the meantime: nothing to cancel
                 raise

@@ -28,7 +28,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service._settings import Settings
-from service._tokens import principal_id
+from service.auth._tokens import principal_id
 
 ANONYMOUS = "anonymous"
 

@@ -43,8 +43,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from service._forms import FormError, FormPrompter, content_from_pairs, missing_required, url_prompt
-from service._taskclient import (
+from service.client._follow import (
     Detached,
     Follower,
     TaskCancelled,
@@ -56,6 +55,7 @@ from service._taskclient import (
     is_not_found,
     update_task,
 )
+from service.client._forms import FormError, FormPrompter, content_from_pairs, missing_required, url_prompt
 
 VERSION = "2026-07-28"
 _CLIENT_INFO = Implementation(name="longtools-cli", version="1")

@@ -30,7 +30,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, ValidationError
 
-from service._auth import Caller, caller_of
+from service.auth import Caller, caller_of
 from workflows._inputs import Elicited, InputRequest
 
 M = TypeVar("M", bound=BaseModel)

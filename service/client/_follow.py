@@ -21,7 +21,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Request, RequestParams, Result
 from pydantic import ConfigDict
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+from service._protocol import TASKS_EXTENSION
+
 DEFAULT_POLL_MS = 1000
 
 Answer = Callable[[str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]

@@ -1,6 +1,6 @@
 """``docs/configuration.md``, generated from the settings model and the CLI so it cannot drift.
 
-Run ``python -m service._configdoc > docs/configuration.md`` after changing a setting or a flag;
+Run ``python -m service.cli._configdoc > docs/configuration.md`` after changing a setting or a flag;
 ``tests/test_docs_examples.py`` fails while the page and :func:`render` differ.
 """
 
@@ -18,10 +18,10 @@ import typer
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from service._cli import cli
 from service._settings import Settings
+from service.cli._commands import cli
 
-REGENERATE = "python -m service._configdoc > docs/configuration.md"
+REGENERATE = "python -m service.cli._configdoc > docs/configuration.md"
 _ENV_HINT = re.compile(r"\s*\[env [^\]]*\]")
 
 

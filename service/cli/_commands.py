@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
-    from service._client import Terminal
+    from service.client import Terminal
 
 # Only typer at import time: each command imports what it runs (the server side, or the client
 # stack), so `longtools call` does not pay for FastAPI and Temporal's worker, nor `serve` for the
@@ -80,7 +80,7 @@ _QueueOpt = Annotated[
 
 
 def _launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bool) -> NoReturn:
-    from service._serve import launch  # the server side, imported only by the commands that run it
+    from service.cli._launch import launch  # the server side, imported only by the commands that run it
 
     launch(options, listen=listen, worker=worker, embedded=embedded)
 
@@ -175,7 +175,7 @@ def codec_server(
     it: keep it on loopback, or set LONGTOOLS_CODEC_TOKEN (the CLI then passes --codec-auth
     "Bearer <token>"). See docs/operations.md.
     """
-    from service._codecserver import run  # the server side, imported only here
+    from service.cli._codecserver import run  # the server side, imported only here
 
     run(host=listen_host, port=listen_port, data_dir=data_dir, allowed_origins=allowed_origin or [])
 
@@ -233,7 +233,7 @@ def call(
     A long tool runs as a task: a status line shows it working; Ctrl-C offers to cancel it or to
     leave it running and print its id.
     """
-    from service import _client
+    from service import client as _client
 
     request = _client.CallRequest(
         url=url,
@@ -258,7 +258,7 @@ def task_get(
     debug: _DebugOpt = False,
 ) -> None:
     """Show a task: its status, what it asks, its result."""
-    from service import _client
+    from service import client as _client
 
     _run_client(lambda terminal: _client.task_get(url, task_id, token, raw, terminal), debug)
 
@@ -272,7 +272,7 @@ def task_watch(
     debug: _DebugOpt = False,
 ) -> None:
     """Follow a task to its end, answering what it asks at the prompt."""
-    from service import _client
+    from service import client as _client
 
     _run_client(lambda terminal: _client.task_watch(url, task_id, token, answer or [], terminal), debug)
 
@@ -292,7 +292,7 @@ def task_answer(
     debug: _DebugOpt = False,
 ) -> None:
     """Answer what a task asks, without prompts."""
-    from service import _client
+    from service import client as _client
 
     _run_client(
         lambda terminal: _client.task_answer(url, task_id, token, fields or [], json_responses, terminal),
@@ -303,13 +303,13 @@ def task_answer(
 @task_cli.command("cancel")
 def task_cancel(url: _UrlArg, task_id: _TaskIdArg, token: _TokenOpt = None, debug: _DebugOpt = False) -> None:
     """Ask the server to cancel a task."""
-    from service import _client
+    from service import client as _client
 
     _run_client(lambda terminal: _client.task_cancel(url, task_id, token, terminal), debug)
 
 
 def _run_client(command: Callable[[Terminal], Coroutine[Any, Any, int]], debug: bool) -> NoReturn:
-    from service import _client
+    from service import client as _client
 
     terminal = _client.Terminal()
     try:

@@ -22,17 +22,14 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from service._auth import RequireBearer, VerifiedBearer, metadata_routes
-from service._http import McpGate
-from service._mcp import build_server
 from service._metrics import Metrics
-from service._once import Once
-from service._registry import Registry
 from service._settings import Settings
-from service._tasks import Tasks
-from service._temporal import Connection, unreachable
-from service._tokens import BearerVerifier
-from service.tools import default_registry
+from service.auth import BearerVerifier, RequireBearer, VerifiedBearer, metadata_routes
+from service.server._gate import McpGate
+from service.server._handlers import build_server
+from service.tasks import RunOnce, Tasks
+from service.temporal import Connection, unreachable
+from service.tools import Registry, default_registry
 
 _LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
 MCP_PATH = "/mcp"
@@ -86,10 +83,10 @@ def create_app(
     """
     registry = registry if registry is not None else default_registry(settings)
     metrics = metrics if metrics is not None else Metrics()
-    client = Connection(settings, worker_client)
-    closers: list[Callable[[], Awaitable[None]]] = [client.close]
-    tasks = Tasks(settings, registry, client, eager=worker_client is not None)
-    once = Once(settings, client, eager=worker_client is not None)
+    connection = Connection(settings, worker_client)
+    closers: list[Callable[[], Awaitable[None]]] = [connection.close]
+    tasks = Tasks(settings, registry, connection, eager=worker_client is not None)
+    once = RunOnce(settings, connection, eager=worker_client is not None)
     server = build_server(
         settings, registry, version=longtools_version(), tasks=tasks, once=once, metrics=metrics
     )
@@ -114,7 +111,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client.start()
+        connection.start()
         async with manager.run(), plain.run():
             app.state.ready = True
             yield
@@ -145,7 +142,7 @@ def create_app(
         try:
             # Bounded here too: a probe must answer before the orchestrator's own timeout.
             async with asyncio.timeout(READY_TIMEOUT_S):
-                await client().workflow_service.get_system_info(
+                await connection().workflow_service.get_system_info(
                     GetSystemInfoRequest(), timeout=timedelta(seconds=READY_TIMEOUT_S)
                 )
         except (RPCError, RuntimeError, TimeoutError) as exc:

@@ -32,7 +32,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from service._settings import Settings
-from service._temporal import poll
+from service.temporal import poll
 from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
 
 log = structlog.get_logger("longtools.once")
@@ -71,10 +71,10 @@ def derive_id(secret: bytes, *parts: str) -> str:
     return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
 
 
-class Once:
-    def __init__(self, settings: Settings, client: Callable[[], Client], *, eager: bool = False) -> None:
+class RunOnce:
+    def __init__(self, settings: Settings, connection: Callable[[], Client], *, eager: bool = False) -> None:
         self._settings = settings
-        self.client = client
+        self.connection = connection
         self.eager = eager  # a worker shares the client in this process (see Tasks.eager)
         self._recording: set[asyncio.Task[dict[str, Any]]] = set()
         self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
@@ -98,7 +98,7 @@ class Once:
             MCPError: the first run's error again, or -32602 when its outcome is not known yet.
         """
         workflow_id = f"longtools-once-{claim_id}"
-        client = self.client()
+        client = self.connection()
         try:
             handle: WorkflowHandle[Any, Any] = await client.start_workflow(
                 ONCE_WORKFLOW,

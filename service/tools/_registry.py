@@ -32,10 +32,10 @@ from mcp_types import (
 from pydantic import BaseModel
 from temporalio import workflow as temporal_workflow
 
-from service._auth import Authorize
-from service._round import Round
+from service.auth import Authorize
+from service.tools._round import Round
 from workflows._errors import ToolError
-from workflows._once import Once as OnceRecord
+from workflows._once import OnceRecord
 
 __all__ = ["Registry", "Tool", "ToolError", "ToolReturn", "to_call_result", "tool_error_result"]
 

@@ -21,7 +21,7 @@ import structlog
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, InputRequiredResult
 
-from service._round import rounds_exceeded
+from service.tools import rounds_exceeded
 
 __all__ = ["STATE_REFUSED", "Exchange", "state_refused"]
 

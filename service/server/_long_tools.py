@@ -37,18 +37,14 @@ from mcp_types import (
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from temporalio.service import RPCError
 
-from service._auth import principal_of
-from service._codec import PayloadDecryptError
-from service._exchange import Exchange, state_refused
-from service._limits import HeldRounds, limit_reached
 from service._logging import request_info
 from service._metrics import Metrics
-from service._once import args_digest, derive_id, key_reused, state_used
-from service._registry import Tool, tool_error_result
-from service._round import Round
+from service._protocol import TASKS_EXTENSION
 from service._settings import Settings
-from service._tasks import (
-    TASKS_EXTENSION,
+from service.auth import principal_of
+from service.server._exchange import Exchange, state_refused
+from service.server._limits import HeldRounds, limit_reached
+from service.tasks import (
     TERMINAL,
     AnswerRejected,
     AnswersTooLarge,
@@ -57,8 +53,13 @@ from service._tasks import (
     Tasks,
     TaskView,
     TooManyTasks,
+    args_digest,
+    derive_id,
+    key_reused,
+    state_used,
 )
-from service._temporal import unreachable
+from service.temporal import PayloadDecryptError, unreachable
+from service.tools import Round, Tool, tool_error_result
 from workflows import InputRequest
 
 log = structlog.get_logger("longtools.long")

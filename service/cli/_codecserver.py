@@ -42,11 +42,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
-from service._codec import ENCODING, KEY_ID_METADATA, EncryptionCodec, PayloadDecryptError
-from service._keyfile import KEY_FILE, KeyFileError, read_key_file
 from service._logging import configure_logging
-from service._serve import Server, bind, fail, is_loopback, serve_until_stopped
 from service._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, Settings
+from service.cli._launch import Server, bind, fail, is_loopback, serve_until_stopped
+from service.temporal import (
+    ENCODING,
+    KEY_FILE,
+    KEY_ID_METADATA,
+    EncryptionCodec,
+    KeyFileError,
+    PayloadDecryptError,
+    read_key_file,
+)
 
 __all__ = ["MAX_BODY_BYTES", "TOKEN_VAR", "build_app", "run"]
 

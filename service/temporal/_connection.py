@@ -1,4 +1,4 @@
-"""Connecting to Temporal, and the worker that runs the long tools. API and worker processes."""
+"""Connecting to Temporal and the data converter every connection uses. API and worker processes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from typing import TypeVar
 
 import structlog
@@ -15,13 +14,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
 
-from service._codec import EncryptionCodec
-from service._registry import Registry
 from service._settings import Settings
-from workflows._ask import CarryConversation
-from workflows._metrics import TaskMetricsInterceptor
+from service.temporal._codec import EncryptionCodec
 
 log = structlog.get_logger("longtools.temporal")
 
@@ -153,28 +148,4 @@ def data_converter(settings: Settings) -> DataConverter:
         pydantic_data_converter,
         payload_codec=EncryptionCodec(settings.require_payload_keys()),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
-    )
-
-
-def build_worker(settings: Settings, client: Client, registry: Registry) -> Worker:
-    """The worker for every long tool in ``registry`` (their workflows and activities) and for
-    longtools' own run-once records, which a deployment of quick tools only needs too.
-
-    Its workflows record task metrics through ``client``'s runtime (see ``connect``).
-    """
-    return Worker(
-        client,
-        task_queue=settings.task_queue,
-        workflows=registry.workflows,
-        activities=registry.activities,
-        interceptors=[TaskMetricsInterceptor(), CarryConversation()],
-        # A task waiting for a person's answer need not stay in memory: past this many, the least
-        # recently run is dropped and replayed from its history when it runs again.
-        max_cached_workflows=settings.worker_cached_tasks,
-        # On stop, running activities get this long to finish before they are cancelled (and then
-        # retried on another worker): a step half-done is worse than a shutdown that waits.
-        graceful_shutdown_timeout=timedelta(seconds=settings.worker_shutdown_s),
-        # A bug in workflow code (any exception but ToolError/ProtocolError) is left to Temporal's
-        # default: the workflow task retries until fixed code is deployed, and the task continues
-        # where it was. Failing it instead would lose every task in flight on a bad deploy.
     )

@@ -1,0 +1,13 @@
+"""Names on the MCP wire that the server and the terminal client share. Every process.
+
+Only constants live here, so the terminal client can import them without the server side.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["TASKS_EXTENSION"]
+
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+"""The Tasks extension's identifier (SEP-2663), as ``capabilities.extensions`` carries it."""
