@@ -103,7 +103,7 @@ class TicketStore:
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        # One connection per call: calls arrive on worker threads, and opening one is ~0.1 ms.
+        # One connection per call: calls arrive on worker threads, and a SQLite connection is cheap to open.
         self._ensure_schema()
         conn = sqlite3.connect(self._path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         try:

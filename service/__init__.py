@@ -21,6 +21,9 @@ A long tool is a Temporal workflow (see ``workflows``) registered in one line::
 A module with ``register(registry, settings)`` adds tools of your own (``--tools my.module``).
 A tool may pass ``authorize=check``: ``async def check(caller: Caller, args) -> bool`` runs on
 every round of every call, so a permission withdrawn between rounds stops the call.
+
+The rest of ``service`` is the service itself, one subpackage per process or concern (``server``,
+``tasks``, ``auth``, ``tools``, ``temporal``, ``client``, ``cli``); docs/architecture.md maps them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Structured logging: JSON lines in production, readable on a terminal. API process.
+"""Structured logging: JSON lines in production, readable on a terminal. Every process.
 
 One event per HTTP request (``mcp_request``: method, tool, outcome, status, duration). The HTTP
 layer owns the event; the MCP layer adds what only it knows through ``request_info()``. Bodies,

@@ -1,9 +1,10 @@
-"""Configuration, read once from the environment (``LONGTOOLS_*``) and CLI flags. API process."""
+"""Configuration, read once from the environment (``LONGTOOLS_*``) and CLI flags. Every process."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlparse, urlsplit
@@ -256,7 +257,7 @@ class Settings(BaseSettings):
     @field_validator("jwt_jwks")
     @classmethod
     def _check_jwks(cls, value: str | None) -> str | None:
-        if value is not None and value.startswith("http://") and not _loopback_url(value):
+        if value is not None and value.startswith("http://") and not is_loopback_url(value):
             raise ValueError(
                 "LONGTOOLS_JWT_JWKS must be an https:// URL or a file path (http:// only on loopback)"
             )
@@ -270,7 +271,7 @@ class Settings(BaseSettings):
         if value is None:
             return None
         parts = urlsplit(value)
-        secure = parts.scheme == "https" or (parts.scheme == "http" and _loopback_url(value))
+        secure = parts.scheme == "https" or (parts.scheme == "http" and is_loopback_url(value))
         if not secure or not parts.hostname or parts.query or parts.fragment:
             raise ValueError(
                 "LONGTOOLS_RESOURCE_URL must be the public https:// URL of the MCP endpoint, without "
@@ -370,5 +371,19 @@ def parse_static_tokens(raw: str) -> dict[str, str]:
     return tokens
 
 
-def _loopback_url(url: str) -> bool:
-    return urlparse(url).hostname in ("127.0.0.1", "localhost", "::1")
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 with or without brackets) is this machine only.
+
+    The one loopback rule: where the service listens without auth by default, which http:// URLs
+    it accepts (JWKS, resource URL), and which Host headers the codec server serves.
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def is_loopback_url(url: str) -> bool:
+    return is_loopback(urlparse(url).hostname or "")

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ListRootsResult,
     )
 
-    from workflows._inputs import Elicited, InputRequest, InputResponse, elicit
+    from workflows._inputs import Elicited, InputRequest, InputResponse, elicit, parse_answer
     from workflows._metrics import CARRIED_MEMO, TOOL_MEMO, first_input_requested, task_start_time
 
 TASK_MEMO = "longtools.task"
@@ -97,7 +97,7 @@ class _Conversation:
             if request is None or key in self.answers:
                 continue  # unknown or already answered: ignored, as the spec asks
             try:
-                self.answers[key] = _parse(request, response)
+                self.answers[key] = parse_answer(request.method, response)
             except ValidationError:
                 # The API checks shapes first, so only a mismatch between its version and this one
                 # gets here. Asked again under a new key: the client sees a question, not a hang.
@@ -284,11 +284,3 @@ def report(message: str | None) -> None:
     conversation = _conversation()
     conversation.message = message if message is None else message[:_MAX_MESSAGE]
     conversation.publish()
-
-
-def _parse(request: InputRequest, response: Any) -> InputResponse:
-    if isinstance(request, ElicitRequest):
-        return ElicitResult.model_validate(response)
-    if isinstance(request, CreateMessageRequest):
-        return CreateMessageResult.model_validate(response)
-    return ListRootsResult.model_validate(response)

@@ -116,3 +116,18 @@ class Elicited(Generic[M]):
 
 InputResponse = ElicitResult | CreateMessageResult | ListRootsResult
 """What the client answers to each kind, in the same order."""
+
+
+def parse_answer(method: str | None, response: Any) -> InputResponse:
+    """``response`` read as the answer to a request of ``method``: the one parser of answers, used
+    by the API (which checks an answer before a workflow gets it) and by ``ask`` (which checks it
+    again on arrival).
+
+    Raises:
+        pydantic.ValidationError: ``response`` is not an answer of that kind.
+    """
+    if method == "elicitation/create":
+        return ElicitResult.model_validate(response)
+    if method == "sampling/createMessage":
+        return CreateMessageResult.model_validate(response)
+    return ListRootsResult.model_validate(response)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import FailureError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -24,7 +24,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from workflows._errors import PROTOCOL_ERROR, TOOL_ERROR
+from workflows._errors import TaskEnd, task_ending
 
 __all__ = [
     "CARRIED_MEMO",
@@ -33,7 +33,6 @@ __all__ = [
     "TASK_DURATION",
     "TOOL_MEMO",
     "TaskMetricsInterceptor",
-    "TaskStatus",
     "first_input_requested",
     "task_start_time",
 ]
@@ -50,8 +49,6 @@ TASK_DURATION = "longtools_task_duration_seconds"
 """Histogram ``{tool, status}``: seconds from the workflow's start to its end."""
 FIRST_INPUT = "longtools_task_first_input_seconds"
 """Histogram ``{tool}``: seconds from the workflow's start to its first question to the client."""
-
-TaskStatus = Literal["completed", "failed", "cancelled"]
 
 
 class TaskMetricsInterceptor(Interceptor):
@@ -118,7 +115,7 @@ def _not_recorded() -> None:
     workflow.logger.exception("longtools task metric not recorded")
 
 
-def _status(exc: BaseException) -> TaskStatus | None:
+def _status(exc: BaseException) -> TaskEnd | None:
     """How the task ends, as ``tasks/get`` reports it (``service.tasks``), or None if it goes on.
 
     The SDK turns a cancel into a cancelled workflow and any FailureError or TimeoutError into a
@@ -130,16 +127,7 @@ def _status(exc: BaseException) -> TaskStatus | None:
         return "cancelled"  # a requested cancel, or one raised by hand: both read as cancelled
     if not isinstance(exc, FailureError | TimeoutError):
         return None
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, CancelledError):
-            return "cancelled"
-        if isinstance(cause, ApplicationError) and cause.type == TOOL_ERROR:
-            return "completed"
-        if isinstance(cause, ApplicationError) and cause.type == PROTOCOL_ERROR:
-            return "failed"
-        cause = cause.cause if isinstance(cause, FailureError) else None
-    return "failed"
+    return task_ending(exc)[0]
 
 
 def _tool() -> str | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import json
 import os
 import time
@@ -37,7 +36,7 @@ import structlog
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp.server.auth.provider import AccessToken
 
-from service._settings import KEYGEN_HINT, Settings, parse_static_tokens
+from service._settings import KEYGEN_HINT, Settings, is_loopback_url, parse_static_tokens
 
 __all__ = ["STATIC_ISSUER", "AuthConfigError", "BearerVerifier", "principal_hash", "principal_id"]
 
@@ -163,7 +162,7 @@ class BearerVerifier:
         if settings.jwt_jwks is not None:
             source = settings.jwt_jwks.strip()
             scheme = urlparse(source).scheme.lower()
-            if scheme == "https" or (scheme == "http" and _is_loopback(source)):
+            if scheme == "https" or (scheme == "http" and is_loopback_url(source)):
                 self._jwks_url = source
             elif scheme == "http":
                 raise AuthConfigError(
@@ -365,18 +364,6 @@ class BearerVerifier:
 
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
-
-
-def _is_loopback(url: str) -> bool:
-    host = urlparse(url).hostname
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _file_stamp(path: Path) -> tuple[int, int, int]:

@@ -43,8 +43,8 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from service._logging import configure_logging
-from service._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, Settings
-from service.cli._launch import Server, bind, fail, is_loopback, serve_until_stopped
+from service._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, Settings, is_loopback
+from service.cli._launch import Server, bind, fail, serve_until_stopped
 from service.temporal import (
     ENCODING,
     KEY_FILE,
@@ -62,7 +62,6 @@ log = structlog.get_logger("longtools.codec_server")
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """Largest request body read; a batch of payloads in base64 JSON is about 4/3 of their size."""
 TOKEN_VAR = "LONGTOOLS_CODEC_TOKEN"
-_LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1"}
 _ALLOWED_HEADERS = "content-type, x-namespace, authorization"
 _MIN_TOKEN_CHARS = 16
 _LOGGED_CHARS = 200
@@ -128,7 +127,7 @@ class _Guard:
         origin = request.headers.get("origin")
         if origin is not None and origin.rstrip("/") not in self._origins:
             return 403, "origin not allowed"
-        if self._loopback and _host_name(request.headers.get("host", "")) not in _LOOPBACK_NAMES:
+        if self._loopback and not is_loopback(_host_name(request.headers.get("host", ""))):
             return 403, "host not allowed"
         return None
 

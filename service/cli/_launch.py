@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import signal
 import socket
 from collections.abc import Callable, Iterator
@@ -26,12 +25,20 @@ from temporalio.worker import Worker
 
 from service._logging import configure_logging
 from service._metrics import Metrics
-from service._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, STATE_KEYS_VAR, Settings, encode_key
+from service._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, STATE_KEYS_VAR, Settings, encode_key, is_loopback
 from service._tracing import TracingUnavailable, configure_tracing
 from service.auth import AuthConfigError
 from service.server import create_app, front_door
-from service.temporal import KEY_FILE, KeyFileError, build_worker, connect, key_id, load_or_create
-from service.temporal._devserver import DevServerError, start_dev_server
+from service.temporal import (
+    KEY_FILE,
+    DevServerError,
+    KeyFileError,
+    build_worker,
+    connect,
+    key_id,
+    load_or_create,
+    start_dev_server,
+)
 from service.tools import Registry, ToolModuleError, default_registry
 
 log = structlog.get_logger("longtools.cli")
@@ -133,15 +140,6 @@ def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:
         detail="serving without authentication: every caller is the same user and can see every task",
     )
     return settings
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _registry(settings: Settings) -> Registry:

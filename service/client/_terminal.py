@@ -20,7 +20,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import httpx2
 from mcp import Client
 from mcp.client.session import ClientRequestContext
@@ -224,17 +223,17 @@ async def probe(url: str, token: str | None) -> DiscoverResult:
         "mcp-method": "server/discover",
     }
     try:
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with httpx2.AsyncClient(timeout=10) as http:
             response = await http.post(url, json=body, headers=headers)
-    except httpx.InvalidURL:
+    except httpx2.InvalidURL:
         raise ClientError(
             f"{url} is not a URL; give the server's MCP endpoint, e.g. http://host:8000/mcp"
         ) from None
-    except httpx.ConnectError:
+    except httpx2.ConnectError:
         raise ClientError(f"cannot connect to {url}: is the server running?") from None
-    except httpx.TimeoutException:
+    except httpx2.TimeoutException:
         raise ClientError(f"{url} did not answer within 10 s") from None
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         raise ClientError(f"cannot talk to {url}: {exc}") from None
     if response.status_code == 401:
         if token:
@@ -262,7 +261,7 @@ async def probe(url: str, token: str | None) -> DiscoverResult:
         raise ClientError(f"{url} did not answer server/discover as MCP {VERSION} describes") from None
 
 
-def _last_message(response: httpx.Response) -> dict[str, Any]:
+def _last_message(response: httpx2.Response) -> dict[str, Any]:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
         if not data:
@@ -276,7 +275,7 @@ def _last_message(response: httpx.Response) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def connect(
+async def mcp_session(
     url: str, token: str | None, terminal: Terminal, *, tasks: bool
 ) -> AsyncIterator[tuple[Client, Follower, DiscoverResult]]:
     discover = await probe(url, token)
@@ -317,7 +316,7 @@ async def call(request: CallRequest, terminal: Terminal) -> int:
     terminal.answers = _pairs(request.answers, "--answer")
     if request.detach and not request.task:
         raise ClientError("--detach needs the tasks extension; drop --no-task")
-    async with connect(request.url, request.token, terminal, tasks=request.task) as (client, follower, _):
+    async with mcp_session(request.url, request.token, terminal, tasks=request.task) as (client, follower, _):
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
         tool = listed.get(request.tool)
         if tool is None:
@@ -367,7 +366,7 @@ def _uncancel() -> None:
 
 
 async def task_get(url: str, task_id: str, token: str | None, raw: bool, terminal: Terminal) -> int:
-    async with connect(url, token, terminal, tasks=True) as (client, _, _):
+    async with mcp_session(url, token, terminal, tasks=True) as (client, _, _):
         task = await _get(client, task_id)
     if raw:
         terminal.out.print(task.model_dump_json(by_alias=True, exclude_none=True), markup=False)
@@ -390,7 +389,7 @@ async def task_watch(
     url: str, task_id: str, token: str | None, answers: Sequence[str], terminal: Terminal
 ) -> int:
     terminal.answers = _pairs(answers, "--answer")
-    async with connect(url, token, terminal, tasks=True) as (client, follower, _):
+    async with mcp_session(url, token, terminal, tasks=True) as (client, follower, _):
         try:
             result = await follower.follow(client.session, task_id)
         except asyncio.CancelledError:
@@ -406,7 +405,7 @@ async def task_watch(
 async def task_answer(
     url: str, task_id: str, token: str | None, pairs: Sequence[str], raw_json: str | None, terminal: Terminal
 ) -> int:
-    async with connect(url, token, terminal, tasks=True) as (client, _, _):
+    async with mcp_session(url, token, terminal, tasks=True) as (client, _, _):
         task = await _get(client, task_id)
         asked = task.input_requests or {}
         if task.status != "input_required" or not asked:
@@ -429,7 +428,7 @@ async def task_answer(
 
 
 async def task_cancel(url: str, task_id: str, token: str | None, terminal: Terminal) -> int:
-    async with connect(url, token, terminal, tasks=True) as (client, _, _):
+    async with mcp_session(url, token, terminal, tasks=True) as (client, _, _):
         await _get(client, task_id)
         await cancel_task(client.session, task_id)
         after = await _get(client, task_id)
@@ -462,7 +461,7 @@ def explain(exc: BaseException) -> str | None:
         return f"task {exc.task_id} was cancelled"
     if isinstance(exc, MCPError):
         return f"the server refused the call: {exc.error.message} (error {exc.error.code})"
-    if isinstance(exc, httpx2.HTTPError | httpx.HTTPError | OSError):
+    if isinstance(exc, httpx2.HTTPError | OSError):
         return f"the connection to the server failed: {exc}"
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return explain(exc.exceptions[0])

@@ -63,6 +63,7 @@ from service.tools import (
     Tool,
     ToolError,
     ToolReturn,
+    as_wire,
     to_call_result,
     tool_error_result,
 )
@@ -313,7 +314,7 @@ class _Handlers:
             return await self._quick(tool, args, rnd, exchange)
 
         async def once() -> dict[str, Any]:
-            return _wire(await self._quick(tool, args, rnd, exchange))
+            return as_wire(await self._quick(tool, args, rnd, exchange))
 
         try:
             async with temporal_errors("tools/call"):
@@ -506,10 +507,6 @@ def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
             message=f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to {_MAX_IDEMPOTENCY_KEY} characters",
         )
     return value
-
-
-def _wire(result: CallToolResult | InputRequiredResult) -> dict[str, Any]:
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _describe(exc: ValidationError) -> str:

@@ -59,7 +59,7 @@ from service.tasks import (
     state_used,
 )
 from service.temporal import PayloadDecryptError, unreachable
-from service.tools import Round, Tool, tool_error_result
+from service.tools import Round, Tool, as_wire, tool_error_result
 from workflows import InputRequest
 
 log = structlog.get_logger("longtools.long")
@@ -273,7 +273,7 @@ class LongTools:
         except TaskNotFound:
             raise _work_expired() from None
         if rnd.input_responses and view.status == "input_required":
-            responses = {key: _wire(answer) for key, answer in rnd.input_responses.items()}
+            responses = {key: as_wire(answer) for key, answer in rnd.input_responses.items()}
             # An answer that does not fit is skipped: its question is asked again (SEP-2322).
             try:
                 delivered = await self._tasks.answer(view, responses, skip_invalid=True)
@@ -416,9 +416,3 @@ def _continuation(request_state: str | None) -> _Continuation | None:
         return _Continuation.model_validate_json(request_state.removeprefix(_STATE_PREFIX))
     except ValidationError:  # sealed by us, so only a bug gets here; treat it like a lapsed state
         raise state_refused() from None
-
-
-def _wire(answer: Any) -> Any:
-    if isinstance(answer, BaseModel):  # the SDK has parsed each answer into its mcp_types model
-        return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return answer

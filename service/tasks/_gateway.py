@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import jsonschema
 import structlog
-from mcp_types import CallToolResult, CreateMessageResult, ElicitResult, ListRootsResult
+from mcp_types import CallToolResult, ElicitResult
 from pydantic import BaseModel, ValidationError
 from temporalio.api.common.v1 import Payloads, WorkflowExecution
 from temporalio.api.enums.v1 import IndexedValueType
@@ -41,17 +41,17 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import (
-    ApplicationError,
-    CancelledError,
-    FailureError,
     WorkflowAlreadyStartedError,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
 from service._settings import Settings
+from service.tasks._run_once import ARGS_MEMO
 from service.temporal import poll
-from service.tools import Registry, Tool, to_call_result, tool_error_result
-from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR, Published
+from service.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
+from workflows import ANSWER_SIGNAL, TASK_MEMO, Published
+from workflows._errors import failure_kinds, task_ending
+from workflows._inputs import parse_answer
 from workflows._metrics import TOOL_MEMO
 
 log = structlog.get_logger("longtools.tasks")
@@ -61,7 +61,6 @@ TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 _OWNER_MEMO = "longtools.owner"
 _TTL_MEMO = "longtools.ttl_ms"
-_ARGS_MEMO = "longtools.args"
 _INTERNAL_ERROR = -32603
 OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("LongtoolsOwner")
 """A task's owner as a keyed hash (search attributes are stored in plaintext, unlike memos), so
@@ -183,7 +182,7 @@ class Tasks:
         ttl_ms = int(self._settings.task_ttl_s * 1000)
         memo: dict[str, Any] = {TOOL_MEMO: tool.name, _OWNER_MEMO: principal, _TTL_MEMO: ttl_ms}
         if args_digest is not None:
-            memo[_ARGS_MEMO] = args_digest
+            memo[ARGS_MEMO] = args_digest
         derived, task_id = task_id is not None, task_id or secrets.token_urlsafe(18)
         for attempt in range(_START_ATTEMPTS):
             try:
@@ -323,7 +322,7 @@ class Tasks:
             created_at=created,
             updated_at=created,
             ttl_ms=ttl_ms,
-            args_digest=memo.get(_ARGS_MEMO),
+            args_digest=memo.get(ARGS_MEMO),
         )
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
             return _running(view, memo.get(TASK_MEMO))
@@ -349,9 +348,7 @@ class Tasks:
         except ValidationError:
             log.exception("task_result_invalid", task_id=view.task_id, tool=tool.name)
             result = tool_error_result(f"Error executing tool {tool.name}")
-        return replace(
-            view, status="completed", result=result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        )
+        return replace(view, status="completed", result=as_wire(result))
 
     async def answer(
         self, view: TaskView, responses: Mapping[str, Any], *, skip_invalid: bool = False
@@ -449,19 +446,11 @@ def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[st
     """``response`` as wire JSON if it answers ``request`` (its kind, and a form's schema)."""
     method = request.get("method")
     try:
-        if method == "elicitation/create":
-            answer = ElicitResult.model_validate(response)
-            schema = request.get("params", {}).get("requestedSchema")
-            if answer.action == "accept" and schema is not None:
-                jsonschema.validate(answer.content or {}, schema)
-            return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if method == "sampling/createMessage":
-            return CreateMessageResult.model_validate(response).model_dump(
-                mode="json", by_alias=True, exclude_none=True
-            )
-        return ListRootsResult.model_validate(response).model_dump(
-            mode="json", by_alias=True, exclude_none=True
-        )
+        answer = parse_answer(method, response)
+        schema = request.get("params", {}).get("requestedSchema")
+        if isinstance(answer, ElicitResult) and answer.action == "accept" and schema is not None:
+            jsonschema.validate(answer.content or {}, schema)
+        return as_wire(answer)
     except ValidationError as exc:
         detail = "; ".join(err["msg"] for err in exc.errors()[:3])
         raise AnswerRejected(f"inputResponses[{key!r}] is not an answer to {method}: {detail}") from None
@@ -489,26 +478,17 @@ def _running(view: TaskView, published: Any) -> TaskView:
 
 
 def _failed(view: TaskView, tool: Tool, exc: WorkflowFailureError) -> TaskView:
-    cause: BaseException | None = exc.cause
-    while cause is not None:
-        if isinstance(cause, CancelledError):
-            return replace(view, status="cancelled")
-        if isinstance(cause, ApplicationError) and cause.type == TOOL_ERROR:
-            result = tool_error_result(cause.message)
-            return replace(
-                view,
-                status="completed",
-                result=result.model_dump(mode="json", by_alias=True, exclude_none=True),
-            )
-        if isinstance(cause, ApplicationError) and cause.type == PROTOCOL_ERROR:
-            code = (
-                cause.details[0] if cause.details and isinstance(cause.details[0], int) else _INTERNAL_ERROR
-            )
-            return replace(view, status="failed", error={"code": code, "message": cause.message})
-        cause = cause.cause if isinstance(cause, FailureError) else None
+    status, ours = task_ending(exc.cause)
+    if status == "cancelled":
+        return replace(view, status="cancelled")
+    if ours is not None and status == "completed":
+        return replace(view, status="completed", result=as_wire(tool_error_result(ours.message)))
+    if ours is not None:
+        code = ours.details[0] if ours.details and isinstance(ours.details[0], int) else _INTERNAL_ERROR
+        return replace(view, status="failed", error={"code": code, "message": ours.message})
     # Anything else is a bug or an outage in the tool. The log names the failure's kind only: its
     # message may quote the tool's arguments or results.
-    log.warning("task_failed", task_id=view.task_id, tool=tool.name, cause=_failure_kinds(exc.cause))
+    log.warning("task_failed", task_id=view.task_id, tool=tool.name, cause=failure_kinds(exc.cause))
     return replace(
         view, status="failed", error={"code": _INTERNAL_ERROR, "message": f"Error executing tool {tool.name}"}
     )
@@ -524,17 +504,6 @@ def _created(desc: WorkflowExecutionDescription, ttl_ms: int) -> datetime:
     if expiration.seconds or expiration.nanos:
         return expiration.ToDatetime(tzinfo=UTC) - timedelta(milliseconds=ttl_ms)
     return desc.start_time
-
-
-def _failure_kinds(cause: BaseException | None) -> list[str]:
-    """The chain of a failure's types (an ApplicationError's own ``type``), without messages."""
-    kinds: list[str] = []
-    while cause is not None and len(kinds) < 10:
-        kinds.append(
-            cause.type or "ApplicationError" if isinstance(cause, ApplicationError) else type(cause).__name__
-        )
-        cause = cause.cause if isinstance(cause, FailureError) else None
-    return kinds
 
 
 def _maybe_lost(exc: RPCError) -> bool:

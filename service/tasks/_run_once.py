@@ -33,11 +33,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from service._settings import Settings
 from service.temporal import poll
+from service.tools import as_wire
 from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
 
 log = structlog.get_logger("longtools.once")
 
-_ARGS_MEMO = "longtools.args"
+ARGS_MEMO = "longtools.args"
+"""Memo key of the digest of the arguments a claim, or a task started under an idempotency key, was
+made for: a repeat with other arguments is refused, not answered with another call's outcome."""
 _RECORD_PAUSE_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 """Pauses between attempts to record an outcome while Temporal does not take it (the last repeats)."""
 
@@ -105,7 +108,7 @@ class RunOnce:
                 id=workflow_id,
                 task_queue=self._settings.task_queue,
                 execution_timeout=timedelta(seconds=ttl_s),
-                memo={_ARGS_MEMO: args_digest},
+                memo={ARGS_MEMO: args_digest},
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 # One claim per id for as long as Temporal keeps it, recorded or not: a claim whose
                 # holder died before recording must not let a duplicate run the work a second time.
@@ -133,7 +136,7 @@ class RunOnce:
         try:
             outcome: dict[str, Any] = {"result": await work()}
         except MCPError as exc:
-            outcome = {"error": exc.error.model_dump(mode="json", by_alias=True, exclude_none=True)}
+            outcome = {"error": as_wire(exc.error)}
         except Exception:  # a bug in the work: recorded as such, so duplicates do not wait on it
             log.exception("once_work_failed", claim=handle.id)
             outcome = {"error": {"code": -32603, "message": "Internal error"}}
@@ -163,7 +166,7 @@ class RunOnce:
         self, client: Client, handle: WorkflowHandle[Any, Any], args_digest: str, wait_s: float
     ) -> dict[str, Any]:
         description = await handle.describe(rpc_timeout=self._rpc_timeout)
-        if (await description.memo()).get(_ARGS_MEMO) != args_digest:
+        if (await description.memo()).get(ARGS_MEMO) != args_digest:
             raise KeyReused
         # A claim that closed unrecorded stays unknown; an open one may still be recorded.
         within = wait_s if description.status == WorkflowExecutionStatus.RUNNING else 0

@@ -152,10 +152,6 @@ async def start_dev_server(
             # Otherwise it looks up version-info.temporal.io at every start: no traffic leaves the host.
             "--dynamic-config-value",
             "frontend.enableServerVersionCheck=false",
-            "--dynamic-config-value",
-            "frontend.enableUpdateWorkflowExecution=true",
-            "--dynamic-config-value",
-            "frontend.enableUpdateWorkflowExecutionAsyncAccepted=true",
         ]
         if ui:
             command += ["--ui-port", str(ui[0]), "--ui-ip", ip, "--ui-disable-news-fetch"]

@@ -18,6 +18,7 @@ from service.tools._registry import (
     Tool,
     ToolError,
     ToolReturn,
+    as_wire,
     to_call_result,
     tool_error_result,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "ToolError",
     "ToolModuleError",
     "ToolReturn",
+    "as_wire",
     "default_registry",
     "missing_capability",
     "rounds_exceeded",

@@ -17,7 +17,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 from mcp.shared.uri_template import UriTemplate
 from mcp_types import (
@@ -37,7 +37,7 @@ from service.tools._round import Round
 from workflows._errors import ToolError
 from workflows._once import OnceRecord
 
-__all__ = ["Registry", "Tool", "ToolError", "ToolReturn", "to_call_result", "tool_error_result"]
+__all__ = ["Registry", "Tool", "ToolError", "ToolReturn", "as_wire", "to_call_result", "tool_error_result"]
 
 ToolReturn: TypeAlias = BaseModel | CallToolResult | InputRequiredResult | str
 ToolHandler: TypeAlias = Callable[[Any, Round], Awaitable[ToolReturn]]
@@ -90,7 +90,8 @@ class Tool:
         if (self.handler is None) == (self.workflow is None):
             raise ValueError(f"tool {self.name!r} needs exactly one of handler= or workflow=")
         if self.workflow is not None:
-            # The SDK keeps the definition on the class; its name is what a client starts.
+            # The SDK keeps the definition on the class; its name is what a client starts. temporalio
+            # has no public accessor for it (1.35), so this reads the SDK's own, as its worker does.
             definition = temporal_workflow._Definition.must_from_class(self.workflow)
             object.__setattr__(self, "workflow_name", definition.name)
         elif self.task_support != "forbidden":
@@ -248,6 +249,17 @@ def _add_unique(table: dict[Any, Any], key: Any, value: Any, kind: str) -> None:
     if key in table:
         raise ValueError(f"{kind} {key!r} is registered twice")
     table[key] = value
+
+
+@overload
+def as_wire(value: BaseModel) -> dict[str, Any]: ...
+@overload
+def as_wire(value: Any) -> Any: ...
+def as_wire(value: Any) -> Any:
+    """A model as the JSON the wire carries (by alias, without nulls); anything else as it is."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return value
 
 
 def tool_error_result(message: str) -> CallToolResult:
