@@ -1,8 +1,10 @@
 #!/bin/sh
 # Run by docker-compose.yml's temporal-namespace service (temporalio/admin-tools image): waits until
-# Temporal serves, then registers the namespace longtools uses, with RETENTION (how long a closed
-# task's result stays readable), and the search attribute longtools sets on every task. Safe on
-# every start. An existing namespace is left as it is: change its retention with
+# Temporal serves, then registers the namespace longtools uses, with RETENTION (how long Temporal
+# keeps a closed workflow: a finished task, and the run-once and idempotency records; tasks/get
+# still answers for a task only within its LONGTOOLS_TASK_TTL_S), and the search attribute
+# longtools sets on every task. Safe on every start. An existing namespace is left as it is:
+# change its retention with
 #   temporal operator namespace update --namespace NAME --retention 720h
 set -eu
 
