@@ -1,6 +1,6 @@
 """Who is calling, as the MCP layer sees it. API process.
 
-Authentication happens at the HTTP edge (``_app.py``: ``VerifiedBearer`` with our
+Authentication happens at the HTTP edge (``service.server``: ``VerifiedBearer`` with our
 ``BearerVerifier``, then ``RequireBearer``); by the time a handler runs, the request's scope carries
 the verified token, or nothing when the server runs without authentication. Everything a caller owns
 (tasks, sealed ``requestState``, idempotency records) is bound to ``Caller.principal``.

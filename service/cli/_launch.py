@@ -1,7 +1,7 @@
 """Running the service: settings, Temporal, a worker, the API, until stopped. The ``serve``, ``api``
 and ``worker`` commands' process.
 
-Kept apart from the command definitions (``_cli.py``) so that the terminal client's commands
+Kept apart from the command definitions (``_commands.py``) so that the terminal client's commands
 start without importing the server side (FastAPI, uvicorn, Temporal's worker).
 """
 

@@ -1,7 +1,7 @@
 """``longtools call`` and ``longtools task``: a terminal client for any MCP 2026-07-28 server. CLI process.
 
 Built on the SDK's ``Client`` (MRTR rounds, header and ``_meta`` stamping) plus the Tasks extension
-(``_taskclient.py``). A person sees prompts for what a tool asks (``_forms.py``), a status line
+(``_follow.py``). A person sees prompts for what a tool asks (``_forms.py``), a status line
 with the elapsed time while a task runs, and the result: text, and ``structuredContent`` as
 JSON. Prompts and status go to stderr, results to stdout, so ``--raw`` output can be piped.
 Every failure a person can cause or meet is one line that says what to do next.

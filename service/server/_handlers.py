@@ -2,7 +2,7 @@
 
 The low-level server is used rather than ``MCPServer`` because a longtools tool is a function of
 one pydantic input model (``MCPServer`` derives the schema from a function's parameters instead),
-and because tools/call routes a long tool to its Temporal workflow (``_long.py``). Everything on the
+and because tools/call routes a long tool to its Temporal workflow (``_long_tools.py``). Everything on the
 wire (envelope, header ladder, error codes, requestState sealing) stays the SDK's.
 """
 

@@ -2,7 +2,7 @@
 
 The Tasks extension (``io.modelcontextprotocol/tasks``, SEP-2663) is served on the SDK's low-level
 server with ``add_request_handler``: the SDK has no implementation of it, and its ``Extension``
-API belongs to ``MCPServer``, which this server does not use (see ``_mcp.py``). Everything else
+API belongs to ``MCPServer``, which this server does not use (see ``_handlers.py``). Everything else
 on the wire (envelope, headers, requestState sealing, error mapping) stays the SDK's.
 
 A client that declares the extension on a ``tools/call`` of a long tool gets a task at once. One
