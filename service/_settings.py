@@ -94,7 +94,15 @@ class Settings(BaseSettings):
     task_ttl_s: float = Field(
         86_400.0, gt=0, description="Seconds a task lives from its creation (its ttlMs), answered or not."
     )
-    task_poll_interval_ms: int = Field(500, ge=10, description="pollIntervalMs suggested to task clients.")
+    task_poll_interval_ms: int = Field(
+        500, ge=10, description="pollIntervalMs suggested to task clients while a task works."
+    )
+    task_input_poll_interval_ms: int = Field(
+        2000,
+        ge=10,
+        description="pollIntervalMs suggested while a task waits for input: a person takes longer than "
+        "that to answer, and a client that has just answered need not wait for it (it may read at once).",
+    )
     task_inline_ms: int = Field(
         0,
         ge=0,

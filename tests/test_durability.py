@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from service.temporal import DevServer, start_dev_server
 from tests.conftest import Served, start_server, start_worker
-from tests.wire import get_task, post, result, wait_for_task
+from tests.wire import eventually, get_task, post, result, wait_for_task
 
 TASKS = "io.modelcontextprotocol/tasks"
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
@@ -183,6 +185,44 @@ def test_with_every_worker_stopped_a_task_is_read_and_answered_then_continues(cl
     done = cluster.until(task_id, lambda t: t["status"] == "completed")
     assert done["result"]["structuredContent"]["closed"] == [ticket]
     assert cluster.closes(ticket) == 1
+
+
+def test_a_held_round_sees_a_question_asked_while_it_waits_though_no_worker_ran_when_it_began(
+    cluster: Cluster,
+) -> None:
+    """Ours (issue 14): a held MRTR round waits on the task's history, which needs no worker, and
+    is woken by the question the workflow asks once a worker starts; it answers with it."""
+    cluster.env["LONGTOOLS_MRTR_WAIT_S"] = "120"  # the round cannot end by running out of time
+    cluster.start_temporal()
+    cluster.start_api()
+    cluster.start_worker()
+    (ticket,) = cluster.tickets("hooli", 1)  # the helpdesk's quick tools run on the API, records on a worker
+    assert cluster.worker is not None
+    assert cluster.worker.stop() == 0
+    replies: list[dict[str, Any]] = []
+    params = {"name": "bulk_close_tickets", "arguments": {"customer": "hooli"}}
+    held = threading.Thread(
+        target=lambda: replies.append(result(post(cluster.url, "tools/call", params, caps=NO_TASKS)))
+    )
+    held.start()
+    try:
+        eventually(lambda: _metric(cluster, "longtools_mrtr_held_rounds") == 1)
+        cluster.start_worker()
+    finally:
+        held.join(timeout=150)
+    (reply,) = replies
+    assert reply["resultType"] == "input_required"
+    [question] = reply["inputRequests"].values()
+    assert question["params"]["message"].endswith("for hooli?")
+    assert cluster.closes(ticket) == 0
+
+
+def _metric(cluster: Cluster, name: str) -> float:
+    assert cluster.api is not None
+    for line in httpx.get(f"{cluster.api.base}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
 
 
 def test_cancel_during_a_long_activity_stops_it_within_the_heartbeat_timeout(tmp_path: Path) -> None:

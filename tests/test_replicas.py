@@ -40,7 +40,11 @@ class Cluster:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"LONGTOOLS_AUTH_TOKENS": f"{TOKEN}=operator", "LONGTOOLS_HELPDESK_WORK_S": "1"}
+        return {
+            "LONGTOOLS_AUTH_TOKENS": f"{TOKEN}=operator",
+            "LONGTOOLS_HELPDESK_WORK_S": "1",
+            "LONGTOOLS_TOOLS": "tests.long_tools",
+        }
 
     def spawn(self, command: str) -> tuple[subprocess.Popen[str], Path]:
         args = [command, "--conformance-fixtures", "--temporal-address", self.temporal.address]
@@ -148,6 +152,34 @@ def test_a_task_with_input_is_created_read_answered_and_finished_on_different_re
     assert done["result"]["structuredContent"]["closed"] == tickets
     for ticket_id in tickets:
         assert _events(cluster, ticket_id) == ["created", "closed"]
+
+
+def test_a_tasks_get_right_after_an_answer_acked_on_another_replica_never_lists_that_question(
+    cluster: Cluster,
+) -> None:
+    """Ours (issue 14): each replica may answer tasks/get from what it knows, but never with a
+    question another replica has just acked an answer to. 12 questions, each read, answered and
+    read again on three different replicas, across two continue-as-new runs."""
+    created = cluster.tool("questions", {"count": 12, "every": 5}, caps=TASK_CAPS)
+    task_id = created["taskId"]
+    urls = [api.url for api in cluster.apis]
+
+    def read(url: str) -> dict[str, Any]:
+        return result(post(url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS, headers=AUTH))
+
+    for n in range(12):
+        waiting = cluster.wait_task(task_id, "input_required")
+        [key] = waiting["inputRequests"]
+        assert all(key in read(url)["inputRequests"] for url in urls)  # every replica has read it
+        answering, *others = urls[n % 3 :] + urls[: n % 3]
+        answer = {"action": "accept", "content": {"value": n}}
+        params = {"taskId": task_id, "inputResponses": {key: answer}}
+        result(post(answering, "tasks/update", params, caps=TASK_CAPS, headers=AUTH))
+        for url in others:
+            after = read(url)
+            assert key not in after.get("inputRequests", {}), (n, after)
+    done = cluster.wait_task(task_id, "completed")
+    assert done["result"]["content"][0]["text"] == str(sum(range(12)))
 
 
 def _confirm() -> dict[str, Any]:

@@ -58,7 +58,7 @@ def test_a_declaring_client_gets_a_flat_task_that_is_durable_at_once(mcp_url: st
     }
     assert created["status"] == "working"
     assert isinstance(created["ttlMs"], int) and created["ttlMs"] > 0
-    assert isinstance(created["pollIntervalMs"], int) and created["pollIntervalMs"] > 0
+    assert created["pollIntervalMs"] == 500  # working: LONGTOOLS_TASK_POLL_INTERVAL_MS
     assert _ISO.match(created["createdAt"]) and _ISO.match(created["lastUpdatedAt"])
     # Durable before the answer: the very next tasks/get finds it.
     first = get_task(mcp_url, created["taskId"])
@@ -75,6 +75,8 @@ def test_input_mid_task_partial_answers_unknown_keys_and_a_bad_answer(mcp_url: s
     waiting = wait_for_task(mcp_url, task_id, lambda t: t["status"] == "input_required")
     assert set(waiting["inputRequests"]) == {"first", "second"}
     assert waiting["inputRequests"]["first"]["method"] == "elicitation/create"
+    # Ours: a task waiting for a person suggests slower polling than a working one (500 ms).
+    assert waiting["pollIntervalMs"] == 2000
 
     def update(responses: dict[str, Any]) -> httpx.Response:
         return post(mcp_url, "tasks/update", {"taskId": task_id, "inputResponses": responses}, caps=TASK_CAPS)

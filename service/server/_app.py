@@ -27,7 +27,7 @@ from service._settings import Settings
 from service.auth import BearerVerifier, RequireBearer, VerifiedBearer, metadata_routes
 from service.server._gate import McpGate
 from service.server._handlers import build_server
-from service.tasks import RunOnce, Tasks
+from service.tasks import Changes, RunOnce, Tasks
 from service.temporal import Connection, unreachable
 from service.tools import Registry, default_registry
 
@@ -85,8 +85,10 @@ def create_app(
     metrics = metrics if metrics is not None else Metrics()
     connection = Connection(settings, worker_client)
     closers: list[Callable[[], Awaitable[None]]] = [connection.close]
-    tasks = Tasks(settings, registry, connection, eager=worker_client is not None)
-    once = RunOnce(settings, connection, eager=worker_client is not None)
+    changes = Changes(connection, settings.temporal_namespace)
+    closers.append(changes.aclose)
+    tasks = Tasks(settings, registry, connection, changes, eager=worker_client is not None)
+    once = RunOnce(settings, connection, changes, eager=worker_client is not None)
     server = build_server(
         settings, registry, version=longtools_version(), tasks=tasks, once=once, metrics=metrics
     )
@@ -120,7 +122,7 @@ def create_app(
             await close()
 
     app = FastAPI(title="longtools", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.stop_waiting = tasks.stop_waiting  # called by the server as soon as a stop begins
+    app.state.stop_waiting = changes.stop  # called by the server as soon as a stop begins
     app.state.ready = False
 
     @app.get("/metrics")

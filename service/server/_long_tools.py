@@ -212,7 +212,7 @@ class LongTools:
                     if result is not None:
                         return result
                 # Server-directed creation: the start is durable, so tasks/get already finds it.
-                return {"resultType": "task", **view.wire(self._settings.task_poll_interval_ms)}
+                return {"resultType": "task", **view.wire(self._poll_interval_ms(view))}
             return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
 
     async def _start_keyed(
@@ -343,9 +343,15 @@ class LongTools:
 
     # tasks/* ----------------------------------------------------------------------------------
 
+    def _poll_interval_ms(self, view: TaskView) -> int:
+        """What suits the task's state: a task waiting for a person need not be read twice a second."""
+        if view.status == "input_required":
+            return self._settings.task_input_poll_interval_ms
+        return self._settings.task_poll_interval_ms
+
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         view = await self._view(ctx, params)
-        return view.wire(self._settings.task_poll_interval_ms)
+        return view.wire(self._poll_interval_ms(view))
 
     async def update_task(
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams

@@ -8,6 +8,7 @@ wire (``service.server``) builds on this, never the other way round.
 
 from __future__ import annotations
 
+from service.tasks._changes import Changes, Mark
 from service.tasks._gateway import (
     TERMINAL,
     AnswerRejected,
@@ -25,7 +26,9 @@ __all__ = [
     "TERMINAL",
     "AnswerRejected",
     "AnswersTooLarge",
+    "Changes",
     "KeyReused",
+    "Mark",
     "OwnerAttributeMissing",
     "RunOnce",
     "TaskNotFound",

@@ -14,6 +14,7 @@ import hashlib
 import json
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -44,8 +45,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from service._settings import Settings
+from service.tasks._changes import Changes, Mark
 from service.tasks._run_once import ARGS_MEMO
-from service.temporal import poll
 from service.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
 from workflows import ANSWER_SIGNAL, TASK_MEMO, Published
 from workflows._errors import failure_kinds, task_ending
@@ -64,6 +65,8 @@ OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("LongtoolsOwner")
 """A task's owner as a keyed hash (search attributes are stored in plaintext, unlike memos), so
 Temporal can count a principal's running tasks. Registered in the namespace on first use."""
 _START_ATTEMPTS = 3
+_KNOWN_TASKS = 10_000
+"""Views kept for ``get`` to answer from; each is the size of its ``tasks/get`` answer."""
 _COUNT_FRESH_S = 1.0
 """How long a principal's count of running tasks is used again, while it is well under the bound:
 a visibility query on every start, under load, took most of a start's time (bench B6)."""
@@ -107,6 +110,8 @@ class TaskView:
     """For a task started with an idempotency key: the digest of its arguments (never on the wire)."""
     answered_bytes: int = 0
     """Bytes of answers the task has received (never on the wire)."""
+    mark: Mark | None = None
+    """How far into the workflow's history this view was read (never on the wire)."""
 
     def wire(self, poll_interval_ms: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -132,17 +137,25 @@ class Tasks:
     """Every task operation, over the API's Temporal connection (shared by all requests)."""
 
     def __init__(
-        self, settings: Settings, registry: Registry, connection: Callable[[], Client], *, eager: bool = False
+        self,
+        settings: Settings,
+        registry: Registry,
+        connection: Callable[[], Client],
+        changes: Changes,
+        *,
+        eager: bool = False,
     ) -> None:
         self._settings = settings
         self._registry = registry
         self._connection = connection
+        self._changes = changes
         self.eager = eager
         """Whether a worker shares the connection in this process, so starts may ask for eager execution."""
         self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
         self._owner_attribute_ready = False
         self._owner_attribute_lock = asyncio.Lock()
-        self._stopping = asyncio.Event()
+        self._known: OrderedDict[str, tuple[str, TaskView]] = OrderedDict()
+        """The last view read of recently read tasks, with their owner, most recent last."""
         self._counted: dict[str, tuple[float, int]] = {}
         """Per owner tag: when its running tasks were counted, and the count (plus starts since)."""
 
@@ -295,7 +308,33 @@ class Tasks:
         return result if isinstance(result, CallToolResult) else None
 
     async def get(self, task_id: str, principal: str) -> TaskView:
-        """The task as it stands now; raises TaskNotFound for anything the caller may not see."""
+        """The task as it stands now; raises TaskNotFound for anything the caller may not see.
+
+        Read from Temporal, unless this process already knows it: a task that has ended does not
+        change, and a working one not while its watch has seen no change. A task that waits for
+        input is always read again: another replica may have just delivered its answers.
+        """
+        known = self._known.get(task_id)
+        if known is not None:
+            owner, view = known
+            if owner != principal:
+                raise TaskNotFound("Task not found")
+            current = view.status in TERMINAL or (
+                view.status == "working"
+                and view.mark is not None
+                and self._changes.unchanged(task_id, view.mark)
+            )
+            if current:
+                self._known.move_to_end(task_id)
+                _check_expiry(view)
+                return view
+        view = await self.read(task_id, principal)
+        if view.status == "working" and view.mark is not None:
+            self._changes.follow(task_id, view.mark)  # so the next poll is answered from here
+        return view
+
+    async def read(self, task_id: str, principal: str) -> TaskView:
+        """The task as Temporal has it now (see ``get``)."""
         handle = self._connection().get_workflow_handle(task_id)
         try:
             desc = await handle.describe(rpc_timeout=self._rpc_timeout)
@@ -309,9 +348,7 @@ class Tasks:
             raise TaskNotFound("Task not found")
         ttl_ms = int(memo.get(_TTL_MEMO, 0))
         created = _created(desc, ttl_ms)
-        if desc.status == WorkflowExecutionStatus.TIMED_OUT or datetime.now(UTC) > created + timedelta(
-            milliseconds=ttl_ms
-        ):
+        if desc.status == WorkflowExecutionStatus.TIMED_OUT:
             raise TaskNotFound("Task has expired")
         view = TaskView(
             task_id=task_id,
@@ -321,11 +358,21 @@ class Tasks:
             updated_at=created,
             ttl_ms=ttl_ms,
             args_digest=memo.get(ARGS_MEMO),
+            mark=Mark(desc.run_id, desc.raw_description.workflow_execution_info.history_length),
         )
+        _check_expiry(view)
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
-            return _running(view, memo.get(TASK_MEMO))
-        closed = replace(view, updated_at=desc.close_time or created)
-        return await self._closed(closed, tool, desc)
+            view = _running(view, memo.get(TASK_MEMO))
+        else:
+            view = await self._closed(replace(view, updated_at=desc.close_time or created), tool, desc)
+        self._know(task_id, principal, view)
+        return view
+
+    def _know(self, task_id: str, principal: str, view: TaskView) -> None:
+        self._known[task_id] = (principal, view)
+        self._known.move_to_end(task_id)
+        if len(self._known) > _KNOWN_TASKS:
+            self._known.popitem(last=False)
 
     async def _closed(self, view: TaskView, tool: Tool, desc: WorkflowExecutionDescription) -> TaskView:
         if desc.status == WorkflowExecutionStatus.CANCELED:
@@ -420,24 +467,21 @@ class Tasks:
         within_s: float,
         seen: Callable[[TaskView], Awaitable[None]] | None = None,
     ) -> TaskView:
-        """Poll until ``done(view)`` or ``within_s`` seconds pass; returns the last view either way.
+        """Read the task until ``done(view)``, reading again on each change (``Changes``), until
+        ``within_s`` seconds pass or the process stops; returns the last view either way.
 
-        Polling ``DescribeWorkflowExecution`` (a few ms each) works with no worker running, which a
-        query or an update would not. Once ``stop_waiting`` is called, it returns at once.
+        ``seen`` is called with every view read. Works with no worker running.
         """
-
-        async def probe() -> TaskView:
-            view = await self.get(task_id, principal)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        while True:
+            view = await self.read(task_id, principal)
             if seen is not None:
                 await seen(view)
-            return view
-
-        return await poll(probe, done, within_s, stop=self._stopping)
-
-    def stop_waiting(self) -> None:
-        """End every wait now (the process is stopping): a held round then answers "not yet", and
-        its client retries on another replica, or here after the restart."""
-        self._stopping.set()
+            if done(view) or view.mark is None:
+                return view
+            if not await self._changes.after(task_id, view.mark, deadline - loop.time()):
+                return view
 
 
 def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[str, Any]:
@@ -456,6 +500,11 @@ def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[st
         raise AnswerRejected(
             f"inputResponses[{key!r}] does not fit the requested form: {exc.message}"
         ) from None
+
+
+def _check_expiry(view: TaskView) -> None:
+    if datetime.now(UTC) > view.created_at + timedelta(milliseconds=view.ttl_ms):
+        raise TaskNotFound("Task has expired")
 
 
 def _running(view: TaskView, published: Any) -> TaskView:

@@ -32,7 +32,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from service._settings import Settings
-from service.temporal import poll
+from service.tasks._changes import Changes, Mark
 from service.tools import as_wire
 from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
 
@@ -75,9 +75,17 @@ def derive_id(secret: bytes, *parts: str) -> str:
 
 
 class RunOnce:
-    def __init__(self, settings: Settings, connection: Callable[[], Client], *, eager: bool = False) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        connection: Callable[[], Client],
+        changes: Changes | None = None,
+        *,
+        eager: bool = False,
+    ) -> None:
         self._settings = settings
         self.connection = connection
+        self._changes = changes if changes is not None else Changes(connection, settings.temporal_namespace)
         self.eager = eager  # a worker shares the client in this process (see Tasks.eager)
         self._recording: set[asyncio.Task[dict[str, Any]]] = set()
         self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
@@ -170,11 +178,13 @@ class RunOnce:
             raise KeyReused
         # A claim that closed unrecorded stays unknown; an open one may still be recorded.
         within = wait_s if description.status == WorkflowExecutionStatus.RUNNING else 0
-        outcome = await poll(
-            lambda: _signalled_outcome(client, handle, self._rpc_timeout),
-            lambda found: found is not None,
-            within,
-        )
+        deadline = asyncio.get_running_loop().time() + within
+        outcome, events = await _signalled_outcome(client, handle, self._rpc_timeout)
+        while outcome is None and within:
+            left = deadline - asyncio.get_running_loop().time()
+            if not await self._changes.after(handle.id, Mark(description.run_id, events), left):
+                break
+            outcome, events = await _signalled_outcome(client, handle, self._rpc_timeout)
         if outcome is None and within:
             raise MCPError(
                 code=INVALID_PARAMS,
@@ -192,16 +202,19 @@ class RunOnce:
 
 async def _signalled_outcome(
     client: Client, handle: WorkflowHandle[Any, Any], rpc_timeout: timedelta
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, int]:
+    """The recorded outcome, if any, and how many events of the record were read."""
+    events = 0
     async for event in handle.fetch_history_events(rpc_timeout=rpc_timeout):
+        events = event.event_id
         if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
             continue
         attributes = event.workflow_execution_signaled_event_attributes
         if attributes.signal_name != OUTCOME_SIGNAL:
             continue
         [value] = await client.data_converter.decode(attributes.input.payloads, [dict])
-        return value if isinstance(value, dict) else None
-    return None
+        return (value if isinstance(value, dict) else None), events
+    return None, events
 
 
 def _replay(outcome: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from service.temporal._connection import (
     NotConnected,
     connect,
     data_converter,
-    poll,
     unreachable,
 )
 from service.temporal._devserver import DevServer, DevServerError, start_dev_server, temporal_executable
@@ -44,7 +43,6 @@ __all__ = [
     "data_converter",
     "key_id",
     "load_or_create",
-    "poll",
     "read_key_file",
     "start_dev_server",
     "temporal_executable",

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import structlog
 from temporalio.client import Client
@@ -21,36 +19,6 @@ from service.temporal._codec import EncryptionCodec
 log = structlog.get_logger("longtools.temporal")
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
-T = TypeVar("T")
-
-
-async def poll(
-    probe: Callable[[], Awaitable[T]],
-    done: Callable[[T], bool],
-    within_s: float,
-    *,
-    stop: asyncio.Event | None = None,
-) -> T:
-    """``probe()`` until ``done(result)``, ``within_s`` seconds pass or ``stop`` is set; returns
-    the last result.
-
-    Temporal state the API reads (describe, history) has no push channel that works with every
-    worker down, so it is polled: every 20 ms at first, backing off to 250 ms.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within_s
-    pause = 0.02
-    while True:
-        result = await probe()
-        left = deadline - loop.time()
-        if done(result) or left <= 0 or (stop is not None and stop.is_set()):
-            return result
-        if stop is None:
-            await asyncio.sleep(min(pause, left))
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), min(pause, left))
-        pause = min(pause * 1.5, 0.25)
 
 
 def unreachable(exc: BaseException) -> bool:
