@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import _parked
+from bench import _parked, _waiting
 from bench._procs import (
     ROOT,
     SERVING,
@@ -50,6 +50,7 @@ from bench._scenarios import (
     PAYLOAD,
     SCENARIOS,
     TOOLS_MODULE,
+    WAITING,
     Impl,
     Launch,
     Need,
@@ -118,7 +119,7 @@ def parse(argv: list[str] | None = None) -> Options:
         "--no-pin", action="store_true", help="do not pin the server and the generator to CPUs"
     )
     args = parser.parse_args(argv)
-    known = {scenario.id for scenario in SCENARIOS} | {PARKED}
+    known = {scenario.id for scenario in SCENARIOS} | {PARKED, WAITING}
     only = [part.strip().upper() for part in args.only.split(",") if part.strip()] or sorted(known)
     unknown = set(only) - known
     if unknown:
@@ -596,9 +597,12 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             bench.close()
         b5 = _parked_run(options, Path(tmp)) if PARKED in options.only else None
+        b7 = _waiting_run(options, Path(tmp)) if WAITING in options.only else None
     results = {"meta": meta(options, started), "rows": summarize(runs, options), "runs": runs}
     if b5 is not None:
         results[PARKED] = b5
+    if b7 is not None:
+        results[WAITING] = b7
     options.out.mkdir(parents=True, exist_ok=True)
     (options.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(results, options.out / "latest.md")
@@ -609,7 +613,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     say((options.out / "latest.md").read_text())
     failed = [row for row in results["rows"] if "problem" in row]
-    return 1 if failed or (b5 is not None and not b5.get("ok")) else 0
+    alone = [b for b in (b5, b7) if b is not None]
+    return 1 if failed or any(not b.get("ok") for b in alone) else 0
+
+
+def _waiting_run(options: Options, tmp: Path) -> dict[str, Any]:
+    """B7 runs on stacks of its own, one per tree it compares."""
+    say("B7: clients waiting on running tasks, before and after (about 8 minutes in full)")
+    if options.quick:
+        return _waiting.run(options.python_longtools, tmp, pin=options.pin, clients=100, quiet_s=8.0)
+    return _waiting.run(options.python_longtools, tmp, pin=options.pin)
 
 
 def _parked_run(options: Options, tmp: Path) -> dict[str, Any]:

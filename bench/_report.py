@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import _parked
-from bench._scenarios import PARKED
+from bench import _parked, _waiting
+from bench._scenarios import PARKED, WAITING
 
 TIMES = "\u00d7"  # the multiplication sign
 DASH = "\u2013"  # an en dash, for ranges and empty cells
@@ -176,6 +176,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append("")
     if PARKED in results:
         lines += [_parked.render(results[PARKED]), ""]
+    if WAITING in results:
+        lines += [_waiting.render(results[WAITING]), ""]
     return "\n".join(lines)
 
 

@@ -25,6 +25,8 @@ PAYLOAD = "0123456789abcdef"  # 16 bytes of text, echoed back by every implement
 TOOLS_MODULE = "bench.servers.longtools_tools"
 PARKED = "B5"
 """10,000 tasks parked in input_required: not a load run like the others, see `bench._parked`."""
+WAITING = "B7"
+"""1,000 clients waiting on running tasks, before and after issue 14: see `bench._waiting`."""
 _LONGTOOLS_ENV = (
     ("PYTHONPATH", "{root}"),
     ("LONGTOOLS_LOG_FORMAT", "json"),

@@ -1,0 +1,535 @@
+"""B7: 1,000 clients waiting on running tasks against one API process: what the waiting costs.
+
+Each client calls ``change_later`` (``bench/servers/longtools_waiting.py``), a long tool whose task
+sleeps on a durable timer, then asks one question at a moment set for it. The clients wait for
+that question in one of two ways:
+
+- **held**: a ``tools/call`` without the Tasks extension; the API holds the MRTR round open while
+  the task works (``LONGTOOLS_MRTR_WAIT_S`` is 120 here, so one round covers the wait);
+- **poll**: a ``tools/call`` with the Tasks extension, then ``tasks/get`` every ``pollIntervalMs``
+  the server suggests, until the task is ``input_required``.
+
+The modes are run in turn: all held, all polling, and half and half (**mix**). The clients start
+over a ramp (``RAMP_RATE`` a second). Once the last has started, and before the first question is
+due, a quiet window measures CPU seconds per second of the API, of Temporal and of the worker, and
+the requests per second the clients send. Then the questions come, spread over five seconds, and
+each client records the time from the question (its moment in the workflow) to its answer.
+
+Each mode runs on two longtools: this tree, and the tree of ``BASE`` (extracted with ``git
+archive``), the last commit before waiting changed, whose every waiter polls
+``DescribeWorkflowExecution`` itself. Each gets a fresh stack of its own: a Temporal dev server,
+a ``longtools worker`` and a ``longtools api``, the API pinned to CPU 0 and the generator (a
+subprocess, ``python -m bench._waiting --generate``) to CPU 1. Before the modes, an echo
+``tools/call`` load on 8 connections gives the API's CPU per request, for the ratio of a
+``tasks/get`` poll to an echo call.
+
+``python -m bench._waiting [--clients N] [--quick]`` runs it alone and prints the Markdown section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from bench._procs import (
+    BENCH_LIMITS,
+    KEY_RINGS,
+    ROOT,
+    SERVING,
+    Child,
+    StartFailed,
+    child_setup,
+    longtools_python,
+    spawn,
+    start_temporal,
+    wait_idle,
+)
+from bench.load import (
+    Connection,
+    Failed,
+    busy_seconds,
+    cpu_seconds,
+    http_request,
+    meta,
+    own_cpu,
+    percentile,
+    result_of,
+    tree,
+)
+
+SCENARIO: Final = "B7"
+BASE: Final = "016e750"
+"""The last commit before issue 14: its held rounds, settles and duplicates each poll Temporal."""
+TOOLS: Final = "b7_tools"
+TOOL: Final = "change_later"
+PREFIX: Final = "asked at "
+MODES: Final = ("held", "poll", "mix")
+ROLES: Final = ("api", "worker", "temporal")
+CLIENTS: Final = 1000
+RAMP_RATE: Final = 40.0
+"""Clients started a second: each start is a workflow start, which the API must finish first."""
+QUIET_S: Final = 15.0
+"""Seconds of the quiet window, after the ramp, before the first question."""
+SPREAD_S: Final = 5.0
+"""The questions come over this many seconds."""
+ECHO_S: Final = 5.0
+_TASKS_CAPS: Final[dict[str, Any]] = {
+    "elicitation": {"form": {}},
+    "extensions": {"io.modelcontextprotocol/tasks": {}},
+}
+_FORM_CAPS: Final[dict[str, Any]] = {"elicitation": {"form": {}}}
+_WORKER_READY: Final = re.compile(r"longtools worker polling")
+_LAUNCH: Final = "import sys; from service.cli import main; sys.argv[0] = 'longtools'; sys.exit(main())"
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)  # noqa: T201
+
+
+# The generator: a subprocess pinned to CPU 1, one operation per invocation (JSON in, JSON out).
+
+
+def _post(port: int, method: str, name: str, request_id: int, params: Mapping[str, Any]) -> bytes:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return http_request(port, "/mcp", method, name, json.dumps(body).encode())
+
+
+def _asked_at(result: Mapping[str, Any]) -> float | None:
+    """The moment the question in ``result`` was asked (epoch seconds), or None if it has none."""
+    for request in (result.get("inputRequests") or {}).values():
+        message = str(request.get("params", {}).get("message", ""))
+        if message.startswith(PREFIX):
+            return int(message[len(PREFIX) :]) / 1000
+    return None
+
+
+class _Tally:
+    """What the clients did, and the requests they sent inside the measured window."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.errors: list[str] = []
+        self.requests = 0
+        self.window: tuple[float, float] | None = None
+
+    def sent(self) -> None:
+        now = time.time()
+        if self.window is not None and self.window[0] <= now < self.window[1]:
+            self.requests += 1
+
+
+async def _held(port: int, n: int, delay_s: float, tally: _Tally) -> None:
+    conn = Connection(port)
+    params: dict[str, Any] = {"name": TOOL, "arguments": {"delay_s": delay_s}, "_meta": meta(_FORM_CAPS)}
+    try:
+        while True:
+            tally.sent()
+            await conn.send(_post(port, "tools/call", TOOL, n, params))
+            result = result_of(await conn.receive())
+            asked = _asked_at(result)
+            if asked is not None:
+                tally.latencies.append(time.time() - asked)
+                return
+            state = result.get("requestState")
+            if result.get("resultType") != "input_required" or not isinstance(state, str):
+                raise Failed(f"neither the question nor a round to go on: {json.dumps(result)[:300]}")
+            params = {**params, "requestState": state, "inputResponses": {}}  # "not yet": go on
+    finally:
+        conn.close()
+
+
+async def _poll(port: int, n: int, delay_s: float, tally: _Tally) -> None:
+    conn = Connection(port)
+    try:
+        call = {"name": TOOL, "arguments": {"delay_s": delay_s}, "_meta": meta(_TASKS_CAPS)}
+        await conn.send(_post(port, "tools/call", TOOL, n, call))
+        task = result_of(await conn.receive())
+        task_id = task.get("taskId")
+        if task.get("resultType") != "task" or not isinstance(task_id, str):
+            raise Failed(f"not a CreateTaskResult: {json.dumps(task)[:300]}")
+        while True:
+            await asyncio.sleep(int(task.get("pollIntervalMs", 1000)) / 1000)
+            tally.sent()
+            get = {"taskId": task_id, "_meta": meta(_TASKS_CAPS)}
+            await conn.send(_post(port, "tasks/get", task_id, n, get))
+            task = result_of(await conn.receive())
+            asked = _asked_at(task)
+            if asked is not None:
+                tally.latencies.append(time.time() - asked)
+                return
+            if task.get("status") != "working":
+                raise Failed(f"task {task_id} is {task.get('status')} before its question")
+    finally:
+        conn.close()
+
+
+class _Window:
+    """CPU seconds of each role and of the generator between two moments."""
+
+    def __init__(self, roots: Mapping[str, list[int]]) -> None:
+        self._roles = {role: tree(pids) for role, pids in roots.items()}
+        self._cpu = {role: cpu_seconds(pids) for role, pids in self._roles.items()}
+        self._own = own_cpu()
+        self._busy = busy_seconds()
+        self._wall = time.perf_counter()
+
+    def close(self) -> dict[str, Any]:
+        wall = time.perf_counter() - self._wall
+        cpu = {role: cpu_seconds(pids) - self._cpu[role] for role, pids in self._roles.items()}
+        return {
+            "wall_s": wall,
+            "cpu_per_s": {role: seconds / wall for role, seconds in cpu.items()},
+            "gen_cpu_per_s": (own_cpu() - self._own) / wall,
+            "machine_busy_per_s": (busy_seconds() - self._busy) / wall,
+        }
+
+
+async def wait_load(spec: dict[str, Any]) -> dict[str, Any]:
+    """``clients`` clients, each waiting ``mode``'s way for a question due after the ramp."""
+    port, clients, roots = int(spec["port"]), int(spec["clients"]), spec["roles"]
+    kinds = {"held": ["held"] * clients, "poll": ["poll"] * clients}.get(
+        spec["mode"], ["held" if n % 2 == 0 else "poll" for n in range(clients)]
+    )
+    ramp_s = clients / float(spec["ramp_rate"])
+    started = time.time()
+    first_question = started + ramp_s + float(spec["quiet_s"])
+    tally = _Tally()
+    loop = asyncio.get_running_loop()
+    jobs: list[asyncio.Task[None]] = []
+    for n, kind in enumerate(kinds):
+        delay = started + n / float(spec["ramp_rate"]) - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        asked = first_question + float(spec["spread_s"]) * n / clients
+        waiting = _held if kind == "held" else _poll
+        jobs.append(loop.create_task(waiting(port, n, asked - time.time(), tally)))
+    ramped = time.time()
+    window_start = ramped + 2.0  # the last starts are answered and their rounds held
+    window_end = first_question - 0.5
+    if window_end - window_start < 3.0:
+        for job in jobs:
+            job.cancel()
+        raise Failed(f"the ramp took {ramped - started:.1f} s: no quiet window was left before the questions")
+    tally.window = (window_start, window_end)
+    await asyncio.sleep(window_start - time.time())
+    window = _Window(roots)
+    await asyncio.sleep(window_end - time.time())
+    measured = window.close()
+    outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    errors = [f"{type(exc).__name__}: {exc}" for exc in outcomes if isinstance(exc, BaseException)]
+    ordered = sorted(tally.latencies)
+    if not ordered:
+        raise Failed(f"no client saw its question; first error: {errors[0] if errors else 'none'}")
+    return {
+        "ok": True,
+        "mode": spec["mode"],
+        "clients": clients,
+        "saw": len(ordered),
+        "errors": len(errors),
+        "error_sample": errors[0] if errors else "",
+        "ramp_s": ramped - started,
+        "requests_per_s": tally.requests / measured["wall_s"],
+        "p50_ms": percentile(ordered, 0.5) * 1000,
+        "p99_ms": percentile(ordered, 0.99) * 1000,
+        "max_ms": ordered[-1] * 1000,
+        **measured,
+    }
+
+
+async def echo_load(spec: dict[str, Any]) -> dict[str, Any]:
+    """Echo ``tools/call`` back to back on 8 connections for ``seconds``: the API's CPU per call."""
+    port, seconds = int(spec["port"]), float(spec["seconds"])
+    params = {"name": "echo", "arguments": {"text": "0123456789abcdef"}, "_meta": meta()}
+    request = _post(port, "tools/call", "echo", 1, params)
+    calls = 0
+    stop_at = time.monotonic() + seconds
+
+    async def one() -> None:
+        nonlocal calls
+        conn = Connection(port)
+        try:
+            while time.monotonic() < stop_at:
+                await conn.send(request)
+                result_of(await conn.receive())
+                calls += 1
+        finally:
+            conn.close()
+
+    window = _Window(spec["roles"])
+    await asyncio.gather(*(one() for _ in range(8)))
+    measured = window.close()
+    api_cpu = measured["cpu_per_s"]["api"] * measured["wall_s"]
+    return {"ok": True, "calls": calls, "api_cpu_ms_per_call": api_cpu / max(calls, 1) * 1000}
+
+
+_OPERATIONS = {"wait": wait_load, "echo": echo_load}
+
+
+def generate_main() -> None:
+    spec = json.load(sys.stdin)
+    try:
+        outcome = asyncio.run(_OPERATIONS[spec["op"]](spec))
+    except (Failed, OSError, ValueError, asyncio.IncompleteReadError) as exc:
+        outcome = {"ok": False, "problem": f"{type(exc).__name__}: {exc}"}
+    json.dump(outcome, sys.stdout)
+    sys.stdout.write("\n")
+
+
+# The orchestrator: a stack per tree, the modes, the figures.
+
+
+def base_tree(work: Path) -> Path:
+    """``BASE``'s files, from this repository's history."""
+    target = work / f"longtools-{BASE}"
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", BASE, "service", "workflows", "activities"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    target.mkdir(parents=True)
+    archive_path = work / "base.tar"
+    archive_path.write_bytes(archive)
+    with tarfile.open(archive_path) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
+class _Stack:
+    """Temporal, a worker and an API of one longtools tree, with B7's tool module."""
+
+    def __init__(self, python: Path, code: Path, work: Path, api_cpus: set[int] | None) -> None:
+        self._python = python
+        self._code = code
+        self._work = work
+        self._api_cpus = api_cpus
+        self.children: dict[str, Child] = {}
+        self.port = 0
+        tools = work / "tools"
+        tools.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "bench" / "servers" / "longtools_waiting.py", tools / f"{TOOLS}.py")
+        self._env = {
+            "PYTHONPATH": f"{code}{os.pathsep}{tools}",
+            "LONGTOOLS_LOG_FORMAT": "json",
+            "LONGTOOLS_MRTR_WAIT_S": "120",
+            **KEY_RINGS,
+            **BENCH_LIMITS,
+        }
+
+    @property
+    def roots(self) -> dict[str, list[int]]:
+        return {role: [child.pid] for role, child in self.children.items()}
+
+    @property
+    def pids(self) -> list[int]:
+        return [child.pid for child in self.children.values()]
+
+    def _longtools(self, name: str, *args: str, cpus: set[int] | None = None) -> Child:
+        return spawn(
+            name,
+            [str(self._python), "-c", _LAUNCH, *args, "--tools", TOOLS, "--data-dir", str(self._work / name)],
+            log_dir=self._work,
+            cwd=self._code,
+            env=self._env,
+            cpus=cpus,
+        )
+
+    def start(self) -> None:
+        self.children["temporal"], address = start_temporal(self._python.parent, self._work)
+        for attempt in range(3):  # the frontend may listen a moment before the namespace answers
+            worker = self._longtools(f"worker-{attempt}", "worker", "--temporal-address", address)
+            try:
+                worker.wait_for(_WORKER_READY, 60)
+            except StartFailed:
+                worker.stop()
+                if attempt == 2:
+                    raise
+                continue
+            self.children["worker"] = worker
+            break
+        api = self._longtools(
+            "api",
+            "api",
+            "--no-auth",
+            "--port",
+            "0",
+            "--no-examples",
+            "--temporal-address",
+            address,
+            cpus=self._api_cpus,
+        )
+        self.children["api"] = api
+        self.port = int(api.wait_for(SERVING, 60).group(1))
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {role}:\n{child.log_tail()}" for role, child in self.children.items())
+
+    def stop(self) -> None:
+        for role in ("api", "worker", "temporal"):
+            child = self.children.pop(role, None)
+            if child is not None:
+                child.stop()
+
+
+class _Generator:
+    def __init__(self, cpus: set[int] | None) -> None:
+        self._cpus = cpus
+
+    def __call__(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench._waiting", "--generate"],
+            input=json.dumps(spec),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=timeout,
+            check=False,
+            preexec_fn=child_setup(self._cpus),  # safe: the harness runs no other threads
+        )
+        if done.returncode != 0:
+            raise Failed(f"the generator failed ({spec['op']}): {done.stderr[-1500:]}")
+        outcome: dict[str, Any] = json.loads(done.stdout)
+        if not outcome.get("ok"):
+            raise Failed(f"{spec['op']}: {outcome.get('problem')}")
+        return outcome
+
+
+def run(
+    python_longtools: Path,
+    tmp: Path,
+    *,
+    clients: int = CLIENTS,
+    quiet_s: float = QUIET_S,
+    pin: bool = True,
+) -> dict[str, Any]:
+    """B7 end to end on stacks of its own; a dict of figures (``ok`` false with a ``problem``)."""
+    pin = pin and (os.cpu_count() or 1) >= 2
+    work = Path(tempfile.mkdtemp(prefix="b7-", dir=tmp))
+    generate = _Generator({1} if pin else None)
+    record: dict[str, Any] = {
+        "scenario": SCENARIO,
+        "ok": False,
+        "clients": clients,
+        "base": BASE,
+        "pinned": "API on CPU 0, generator on CPU 1" if pin else "not pinned",
+        "rows": [],
+    }
+    trees = {"before": base_tree(work), "after": ROOT}
+    try:
+        for label, code in trees.items():
+            stack = _Stack(python_longtools, code, work / label, {0} if pin else None)
+            try:
+                say(f"B7: {label} ({code.name if label == 'before' else 'this tree'})")
+                stack.start()
+                base = {"port": stack.port, "roles": stack.roots}
+                echo = generate({**base, "op": "echo", "seconds": ECHO_S}, 120)
+                for mode in MODES:
+                    wait_idle(stack.pids, timeout=120)
+                    spec = {
+                        **base,
+                        "op": "wait",
+                        "mode": mode,
+                        "clients": clients,
+                        "ramp_rate": RAMP_RATE,
+                        "quiet_s": quiet_s,
+                        "spread_s": SPREAD_S,
+                    }
+                    outcome = generate(spec, 900)
+                    record["rows"].append(
+                        {"tree": label, "echo_api_cpu_ms": echo["api_cpu_ms_per_call"], **outcome}
+                    )
+                    say(f"B7: {label} {mode}: {_line(record['rows'][-1])}")
+            except (Failed, StartFailed, subprocess.SubprocessError) as exc:
+                record["problem"] = f"{label}: {exc}\n{stack.logs()[-3000:]}"
+                return record
+            finally:
+                stack.stop()
+        record["ok"] = True
+        return record
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _line(row: Mapping[str, Any]) -> str:
+    cpu = row["cpu_per_s"]
+    return (
+        f"API {cpu['api']:.2f} + Temporal {cpu['temporal']:.2f} core, {row['requests_per_s']:.0f} req/s, "
+        f"p50 {row['p50_ms']:.0f} ms, p99 {row['p99_ms']:.0f} ms"
+    )
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        f"**B7**: {result['clients']:,} clients waiting on running tasks (a question due after a quiet "
+        f"window) against one API process; `before` is commit {result['base']} (every waiter polls "
+        f"Temporal), `after` this tree; {result['pinned']}",
+        "",
+    ]
+    if not result.get("ok"):
+        lines += [f"B7 failed: {str(result.get('problem'))[:1500]}", ""]
+    rows = result.get("rows", [])
+    if rows:
+        lines += [
+            "| tree | waiting as | API core | Temporal core | API + Temporal | worker core "
+            "| requests/s | API ms per request ÷ echo | change seen p50 ms | p99 ms | saw |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in rows:
+            cpu = row["cpu_per_s"]
+            per_request = (
+                f"{cpu['api'] * 1000 / row['requests_per_s'] / row['echo_api_cpu_ms']:.2f}x"
+                if row["requests_per_s"] >= 1
+                else "-"
+            )
+            lines.append(
+                f"| {row['tree']} | {row['mode']} | {cpu['api']:.3f} | {cpu['temporal']:.3f} "
+                f"| {cpu['api'] + cpu['temporal']:.3f} | {cpu['worker']:.3f} | {row['requests_per_s']:.0f} "
+                f"| {per_request} | {row['p50_ms']:.0f} | {row['p99_ms']:.0f} "
+                f"| {row['saw']}/{row['clients']} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench._waiting", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, help="waiting clients (default 1,000; --quick 100)")
+    parser.add_argument("--quick", action="store_true", help="100 clients, an 8 s quiet window")
+    parser.add_argument(
+        "--python-longtools", type=Path, default=longtools_python(), help="interpreter with longtools"
+    )
+    parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.generate:
+        generate_main()
+        return 0
+    clients = args.clients or (100 if args.quick else CLIENTS)
+    with tempfile.TemporaryDirectory(prefix="longtools-b7-") as tmp:
+        result = run(
+            args.python_longtools,
+            Path(tmp),
+            clients=clients,
+            quiet_s=8.0 if args.quick else QUIET_S,
+            pin=not args.no_pin,
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print(render(result))  # noqa: T201
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
