@@ -12,16 +12,16 @@ that question in one of two ways:
 The modes are run in turn: all held, all polling, and half and half (**mix**). The clients start
 over a ramp (``RAMP_RATE`` a second). Once the last has started, and before the first question is
 due, a quiet window measures CPU seconds per second of the API, of Temporal and of the worker, and
-the requests per second the clients send. Then the questions come, spread over five seconds, and
+the requests per second the clients send. Then the questions come, spread over 20 seconds, and
 each client records the time from the question (its moment in the workflow) to its answer.
 
 Each mode runs on two longtools: this tree, and the tree of ``BASE`` (extracted with ``git
 archive``), the last commit before waiting changed, whose every waiter polls
-``DescribeWorkflowExecution`` itself. Each gets a fresh stack of its own: a Temporal dev server,
-a ``longtools worker`` and a ``longtools api``, the API pinned to CPU 0 and the generator (a
-subprocess, ``python -m bench._waiting --generate``) to CPU 1. Before the modes, an echo
-``tools/call`` load on 8 connections gives the API's CPU per request, for the ratio of a
-``tasks/get`` poll to an echo call.
+``DescribeWorkflowExecution`` itself. Each mode of each tree gets a fresh stack (nothing of the
+last mode's tasks lingers): a Temporal dev server, a ``longtools worker`` and a ``longtools api``,
+the API pinned to CPU 0 and the generator (a subprocess, ``python -m bench._waiting --generate``)
+to CPU 1. First an echo ``tools/call`` load on 8 connections gives the API's CPU per request, for
+the ratio of a ``tasks/get`` poll to an echo call.
 
 ``python -m bench._waiting [--clients N] [--quick]`` runs it alone and prints the Markdown section.
 """
@@ -65,6 +65,7 @@ from bench.load import (
     meta,
     own_cpu,
     percentile,
+    read_response,
     result_of,
     tree,
 )
@@ -80,10 +81,10 @@ ROLES: Final = ("api", "worker", "temporal")
 CLIENTS: Final = 1000
 RAMP_RATE: Final = 40.0
 """Clients started a second: each start is a workflow start, which the API must finish first."""
-QUIET_S: Final = 15.0
+QUIET_S: Final = 20.0
 """Seconds of the quiet window, after the ramp, before the first question."""
-SPREAD_S: Final = 5.0
-"""The questions come over this many seconds."""
+SPREAD_S: Final = 20.0
+"""The questions come over this many seconds: 50 a second for 1,000 clients."""
 ECHO_S: Final = 5.0
 _TASKS_CAPS: Final[dict[str, Any]] = {
     "elicitation": {"form": {}},
@@ -122,6 +123,8 @@ class _Tally:
         self.latencies: list[float] = []
         self.errors: list[str] = []
         self.requests = 0
+        self.created = 0
+        """Tasks of polling clients created so far (held rounds are counted by the API's gauge)."""
         self.window: tuple[float, float] | None = None
 
     def sent(self) -> None:
@@ -159,6 +162,7 @@ async def _poll(port: int, n: int, delay_s: float, tally: _Tally) -> None:
         task_id = task.get("taskId")
         if task.get("resultType") != "task" or not isinstance(task_id, str):
             raise Failed(f"not a CreateTaskResult: {json.dumps(task)[:300]}")
+        tally.created += 1
         while True:
             await asyncio.sleep(int(task.get("pollIntervalMs", 1000)) / 1000)
             tally.sent()
@@ -173,6 +177,20 @@ async def _poll(port: int, n: int, delay_s: float, tally: _Tally) -> None:
                 raise Failed(f"task {task_id} is {task.get('status')} before its question")
     finally:
         conn.close()
+
+
+async def _held_rounds(port: int) -> float:
+    """The API's ``longtools_mrtr_held_rounds`` gauge."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        response, _ = await read_response(reader)
+    finally:
+        writer.close()
+    for line in response.body.decode().splitlines():
+        if line.startswith("longtools_mrtr_held_rounds "):
+            return float(line.split()[1])
+    return 0.0
 
 
 class _Window:
@@ -215,13 +233,21 @@ async def wait_load(spec: dict[str, Any]) -> dict[str, Any]:
         asked = first_question + float(spec["spread_s"]) * n / clients
         waiting = _held if kind == "held" else _poll
         jobs.append(loop.create_task(waiting(port, n, asked - time.time(), tally)))
+    # The window opens once every task has started: each poller has its task, and the API holds
+    # every held round (its own gauge says so), so no start's cost falls inside it.
+    held = kinds.count("held")
+    while tally.created < clients - held or await _held_rounds(port) < held:
+        if time.time() > first_question - 4.0:
+            for job in jobs:
+                job.cancel()
+            raise Failed(
+                f"after {time.time() - started:.1f} s only {tally.created} tasks and "
+                f"{await _held_rounds(port):.0f} held rounds were up: no quiet window was left"
+            )
+        await asyncio.sleep(0.25)
     ramped = time.time()
-    window_start = ramped + 2.0  # the last starts are answered and their rounds held
+    window_start = ramped + 1.0
     window_end = first_question - 0.5
-    if window_end - window_start < 3.0:
-        for job in jobs:
-            job.cancel()
-        raise Failed(f"the ramp took {ramped - started:.1f} s: no quiet window was left before the questions")
     tally.window = (window_start, window_end)
     await asyncio.sleep(window_start - time.time())
     window = _Window(roots)
@@ -412,6 +438,8 @@ def run(
     clients: int = CLIENTS,
     quiet_s: float = QUIET_S,
     pin: bool = True,
+    trees: tuple[str, ...] = ("before", "after"),
+    modes: tuple[str, ...] = MODES,
 ) -> dict[str, Any]:
     """B7 end to end on stacks of its own; a dict of figures (``ok`` false with a ``problem``)."""
     pin = pin and (os.cpu_count() or 1) >= 2
@@ -425,16 +453,16 @@ def run(
         "pinned": "API on CPU 0, generator on CPU 1" if pin else "not pinned",
         "rows": [],
     }
-    trees = {"before": base_tree(work), "after": ROOT}
     try:
-        for label, code in trees.items():
-            stack = _Stack(python_longtools, code, work / label, {0} if pin else None)
-            try:
-                say(f"B7: {label} ({code.name if label == 'before' else 'this tree'})")
-                stack.start()
-                base = {"port": stack.port, "roles": stack.roots}
-                echo = generate({**base, "op": "echo", "seconds": ECHO_S}, 120)
-                for mode in MODES:
+        for label in trees:
+            code = base_tree(work) if label == "before" else ROOT
+            say(f"B7: {label} ({code.name if label == 'before' else 'this tree'})")
+            for mode in modes:  # a fresh stack each: nothing of the last mode's tasks lingers
+                stack = _Stack(python_longtools, code, work / f"{label}-{mode}", {0} if pin else None)
+                try:
+                    stack.start()
+                    base = {"port": stack.port, "roles": stack.roots}
+                    echo = generate({**base, "op": "echo", "seconds": ECHO_S}, 120)
                     wait_idle(stack.pids, timeout=120)
                     spec = {
                         **base,
@@ -446,15 +474,14 @@ def run(
                         "spread_s": SPREAD_S,
                     }
                     outcome = generate(spec, 900)
-                    record["rows"].append(
-                        {"tree": label, "echo_api_cpu_ms": echo["api_cpu_ms_per_call"], **outcome}
-                    )
-                    say(f"B7: {label} {mode}: {_line(record['rows'][-1])}")
-            except (Failed, StartFailed, subprocess.SubprocessError) as exc:
-                record["problem"] = f"{label}: {exc}\n{stack.logs()[-3000:]}"
-                return record
-            finally:
-                stack.stop()
+                    row = {"tree": label, "echo_api_cpu_ms": echo["api_cpu_ms_per_call"], **outcome}
+                    record["rows"].append(row)
+                    say(f"B7: {label} {mode}: {_line(row)}")
+                except (Failed, StartFailed, subprocess.SubprocessError) as exc:
+                    record["problem"] = f"{label} {mode}: {exc}\n{stack.logs()[-3000:]}"
+                    return record
+                finally:
+                    stack.stop()
         record["ok"] = True
         return record
     finally:
@@ -511,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--tree", choices=("before", "after"), help="only this tree (default: both)")
+    parser.add_argument("--mode", choices=MODES, help="only this way of waiting (default: each)")
     parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.generate:
@@ -524,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
             clients=clients,
             quiet_s=8.0 if args.quick else QUIET_S,
             pin=not args.no_pin,
+            trees=(args.tree,) if args.tree else ("before", "after"),
+            modes=(args.mode,) if args.mode else MODES,
         )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -95,7 +95,10 @@ class Settings(BaseSettings):
         86_400.0, gt=0, description="Seconds a task lives from its creation (its ttlMs), answered or not."
     )
     task_poll_interval_ms: int = Field(
-        500, ge=10, description="pollIntervalMs suggested to task clients while a task works."
+        500,
+        ge=10,
+        description="pollIntervalMs suggested to task clients while a task works; a task that has worked "
+        "longer gets a twentieth of its age, up to ten times this.",
     )
     task_input_poll_interval_ms: int = Field(
         2000,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -67,6 +68,8 @@ log = structlog.get_logger("longtools.long")
 _STATE_PREFIX = "longtools-task:"
 _UNAVAILABLE = "The task service is unavailable; try again shortly"
 _MAX_TASK_ID = 200
+_POLL_AGE_SHARE = 20
+_POLL_BACKOFF_MAX = 10
 _requests_adapter: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
 
 
@@ -344,10 +347,15 @@ class LongTools:
     # tasks/* ----------------------------------------------------------------------------------
 
     def _poll_interval_ms(self, view: TaskView) -> int:
-        """What suits the task's state: a task waiting for a person need not be read twice a second."""
+        """What suits the task's state. A task waiting for a person need not be read twice a second;
+        a working one is read less often the longer it has worked (a twentieth of its age, from
+        ``task_poll_interval_ms`` up to ten times that), like a backoff: one that has run for a
+        minute is not likely to end in the next half second."""
         if view.status == "input_required":
             return self._settings.task_input_poll_interval_ms
-        return self._settings.task_poll_interval_ms
+        base = self._settings.task_poll_interval_ms
+        age_ms = (datetime.now(UTC) - view.created_at).total_seconds() * 1000
+        return int(min(max(base, age_ms / _POLL_AGE_SHARE), base * _POLL_BACKOFF_MAX))
 
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         view = await self._view(ctx, params)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
 import structlog
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client
@@ -51,8 +51,8 @@ _PAGE = 1000
 _POLL_TIMEOUT = timedelta(seconds=70)
 """Longer than Temporal holds a history long poll (20 s by default), so the server ends it."""
 _RETRY_S = 1.0
-_MAX_WATCHES = 100_000
-"""Past this many, the watches of ended workflows are forgotten when idle; each is a few hundred bytes."""
+_MAX_WATCHES = 10_000
+"""Past this many, the watches of ended workflows are forgotten once idle (each is about 1 KB)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ class _Watch:
         """The runs followed, oldest first; the last is the one being read."""
         self.changed_at = 0
         """Event id (in the current run) of the last change seen."""
+        self.memo: Mapping[str, Payload] = {}
+        """What the last change upserted into the memo, when it was a memo upsert."""
         self.caught_up = False
         """Whether the watch has read the current run's history to its end and waits for more."""
         self.closed = False
@@ -145,6 +147,16 @@ class Changes:
         watch.idle_since = asyncio.get_running_loop().time()
         return not watch.changed_since(seen)
 
+    def upserted(self, workflow_id: str, seen: Mark, key: str) -> tuple[Mark, Payload] | None:
+        """When the workflow's last change after ``seen`` upserted ``key`` into its memo: where that
+        change stands and the value upserted (still encoded), so a reader that knows the rest of
+        the memo need not read the workflow again. None otherwise: read it."""
+        watch = self._watches.get(workflow_id)
+        if watch is None or watch.runs[-1] != seen.run_id or watch.changed_at <= seen.events:
+            return None
+        value = watch.memo.get(key)
+        return (Mark(seen.run_id, watch.changed_at), value) if value is not None else None
+
     def follow(self, workflow_id: str, seen: Mark) -> None:
         """Start watching the workflow (if no watch is running) for readers to come."""
         self._watch(workflow_id, seen.run_id).idle_since = asyncio.get_running_loop().time()
@@ -217,11 +229,15 @@ class Changes:
                 for event in events:
                     if event.event_type in _CHANGES:
                         watch.changed_at = event.event_id
+                        watch.memo = {}
                         changed = True
+                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+                        watch.memo = event.workflow_properties_modified_event_attributes.upserted_memo.fields
                     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
                         successor = event.workflow_execution_continued_as_new_event_attributes
                         watch.runs.append(successor.new_execution_run_id)
                         watch.changed_at = 0
+                        watch.memo = {}
                 token = response.next_page_token
                 caught_up = len(events) < _PAGE and bool(token)
                 if changed or caught_up != watch.caught_up:

@@ -474,14 +474,30 @@ class Tasks:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within_s
+        view = await self.read(task_id, principal)
         while True:
-            view = await self.read(task_id, principal)
             if seen is not None:
                 await seen(view)
             if done(view) or view.mark is None:
                 return view
             if not await self._changes.after(task_id, view.mark, deadline - loop.time()):
                 return view
+            view = await self._changed(view, principal)
+
+    async def _changed(self, view: TaskView, principal: str) -> TaskView:
+        """The task after a change: from what the change published, when that was all it did (no
+        call to Temporal), else read again."""
+        assert view.mark is not None
+        upserted = self._changes.upserted(view.task_id, view.mark, TASK_MEMO)
+        if upserted is None or view.status in TERMINAL:
+            return await self.read(view.task_id, principal)
+        mark, payload = upserted
+        [published] = await self._connection().data_converter.decode([payload])
+        before = replace(view, status="working", message=None, input_requests=None, mark=mark)
+        changed = _running(before, published)
+        _check_expiry(changed)
+        self._know(view.task_id, principal, changed)
+        return changed
 
 
 def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[str, Any]:
