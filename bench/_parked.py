@@ -42,8 +42,9 @@ from bench._procs import (
     ROOT,
     SERVING,
     Child,
+    Generator,
     StartFailed,
-    child_setup,
+    generate_main,
     longtools_python,
     spawn,
     start_temporal,
@@ -317,16 +318,6 @@ async def read_load(spec: dict[str, Any]) -> dict[str, Any]:
 _OPERATIONS = {"create": create, "settle": settle, "read": read_load}
 
 
-def generate_main() -> None:
-    spec = json.load(sys.stdin)
-    try:
-        outcome = asyncio.run(_OPERATIONS[spec["op"]](spec))
-    except (Failed, OSError, ValueError, asyncio.IncompleteReadError) as exc:
-        outcome = {"ok": False, "problem": f"{type(exc).__name__}: {exc}"}
-    json.dump(outcome, sys.stdout)
-    sys.stdout.write("\n")
-
-
 # The orchestrator: the three processes, the checkpoints, the figures.
 
 
@@ -405,29 +396,6 @@ class Stack:
         self.children.clear()
 
 
-class _Generator:
-    def __init__(self, cpus: set[int] | None) -> None:
-        self._cpus = cpus
-
-    def __call__(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench._parked", "--generate"],
-            input=json.dumps(spec),
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=timeout,
-            check=False,
-            preexec_fn=child_setup(self._cpus),  # safe: the harness runs no other threads
-        )
-        if done.returncode != 0:
-            raise Failed(f"the generator failed ({spec['op']}): {done.stderr[-1500:]}")
-        outcome: dict[str, Any] = json.loads(done.stdout)
-        if not outcome.get("ok"):
-            raise Failed(f"{spec['op']}: {outcome.get('problem')}")
-        return outcome
-
-
 def _cpu_split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {role: after[role] - before[role] for role in before}
 
@@ -446,7 +414,7 @@ def run(
     pin = pin and (os.cpu_count() or 1) >= 2
     work = Path(tempfile.mkdtemp(prefix="b5-", dir=tmp))
     stack = Stack(python_longtools, work, {0} if pin else None)
-    generate = _Generator({1} if pin else None)
+    generate = Generator("bench._parked", {1} if pin else None)
     record: dict[str, Any] = {
         "scenario": "B5",
         "ok": False,
@@ -653,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.generate:
-        generate_main()
+        generate_main(_OPERATIONS)
         return 0
     tasks = args.tasks or (300 if args.quick else 10_000)
     duration = args.duration if args.duration is not None else (5.0 if args.quick else 20.0)

@@ -8,9 +8,11 @@ connections). A child may be pinned to a set of CPUs.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import ctypes
+import json
 import os
 import re
 import secrets
@@ -19,10 +21,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from bench.load import cpu_seconds, tree
+from bench.load import Failed, cpu_seconds, tree
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _LOG_TAIL = 2_000
@@ -258,3 +261,43 @@ def start_worker(bin_dir: Path, work: Path, temporal: str, tools: str) -> Child:
             continue
         return worker
     raise AssertionError("unreachable")
+
+
+Operation = Callable[[dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]
+
+
+def generate_main(operations: Mapping[str, Operation]) -> None:
+    """A generator subprocess: one operation, its spec as JSON on stdin, its outcome on stdout."""
+    spec = json.load(sys.stdin)
+    try:
+        outcome: dict[str, Any] = asyncio.run(operations[spec["op"]](spec))
+    except (Failed, OSError, ValueError, asyncio.IncompleteReadError) as exc:
+        outcome = {"ok": False, "problem": f"{type(exc).__name__}: {exc}"}
+    json.dump(outcome, sys.stdout)
+    sys.stdout.write("\n")
+
+
+class Generator:
+    """Runs one operation in ``python -m module --generate``, pinned to ``cpus`` (see ``generate_main``)."""
+
+    def __init__(self, module: str, cpus: set[int] | None) -> None:
+        self._module = module
+        self._cpus = cpus
+
+    def __call__(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-m", self._module, "--generate"],
+            input=json.dumps(spec),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=timeout,
+            check=False,
+            preexec_fn=child_setup(self._cpus),  # safe: the harness runs no other threads
+        )
+        if done.returncode != 0:
+            raise Failed(f"the generator failed ({spec['op']}): {done.stderr[-1500:]}")
+        outcome: dict[str, Any] = json.loads(done.stdout)
+        if not outcome.get("ok"):
+            raise Failed(f"{spec['op']}: {outcome.get('problem')}")
+        return outcome

@@ -49,8 +49,9 @@ from bench._procs import (
     ROOT,
     SERVING,
     Child,
+    Generator,
     StartFailed,
-    child_setup,
+    generate_main,
     longtools_python,
     spawn,
     start_temporal,
@@ -303,16 +304,6 @@ async def echo_load(spec: dict[str, Any]) -> dict[str, Any]:
 _OPERATIONS = {"wait": wait_load, "echo": echo_load}
 
 
-def generate_main() -> None:
-    spec = json.load(sys.stdin)
-    try:
-        outcome = asyncio.run(_OPERATIONS[spec["op"]](spec))
-    except (Failed, OSError, ValueError, asyncio.IncompleteReadError) as exc:
-        outcome = {"ok": False, "problem": f"{type(exc).__name__}: {exc}"}
-    json.dump(outcome, sys.stdout)
-    sys.stdout.write("\n")
-
-
 # The orchestrator: a stack per tree, the modes, the figures.
 
 
@@ -408,29 +399,6 @@ class _Stack:
                 child.stop()
 
 
-class _Generator:
-    def __init__(self, cpus: set[int] | None) -> None:
-        self._cpus = cpus
-
-    def __call__(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench._waiting", "--generate"],
-            input=json.dumps(spec),
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=timeout,
-            check=False,
-            preexec_fn=child_setup(self._cpus),  # safe: the harness runs no other threads
-        )
-        if done.returncode != 0:
-            raise Failed(f"the generator failed ({spec['op']}): {done.stderr[-1500:]}")
-        outcome: dict[str, Any] = json.loads(done.stdout)
-        if not outcome.get("ok"):
-            raise Failed(f"{spec['op']}: {outcome.get('problem')}")
-        return outcome
-
-
 def run(
     python_longtools: Path,
     tmp: Path,
@@ -444,7 +412,7 @@ def run(
     """B7 end to end on stacks of its own; a dict of figures (``ok`` false with a ``problem``)."""
     pin = pin and (os.cpu_count() or 1) >= 2
     work = Path(tempfile.mkdtemp(prefix="b7-", dir=tmp))
-    generate = _Generator({1} if pin else None)
+    generate = Generator("bench._waiting", {1} if pin else None)
     record: dict[str, Any] = {
         "scenario": SCENARIO,
         "ok": False,
@@ -543,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.generate:
-        generate_main()
+        generate_main(_OPERATIONS)
         return 0
     clients = args.clients or (100 if args.quick else CLIENTS)
     with tempfile.TemporaryDirectory(prefix="longtools-b7-") as tmp:
