@@ -41,8 +41,8 @@ from bench._procs import (
     LONGTOOLS_ENV,
     ROOT,
     SERVING,
-    Child,
     Generator,
+    Stack,
     StartFailed,
     generate_main,
     longtools_python,
@@ -53,12 +53,11 @@ from bench._procs import (
 )
 from bench.load import (
     Connection,
+    CpuWindow,
     Failed,
-    busy_seconds,
     cpu_seconds,
     http_request,
     meta,
-    own_cpu,
     percentile,
     result_of,
     tree,
@@ -136,24 +135,6 @@ def _cpu(roles: Mapping[str, list[int]]) -> dict[str, float]:
     return {role: cpu_seconds(pids) for role, pids in roles.items()}
 
 
-class _Window:
-    """CPU of each role, of the generator and of the whole machine between two points in time."""
-
-    def __init__(self, roots: Mapping[str, list[int]]) -> None:
-        self._roles = {role: tree(pids) for role, pids in roots.items()}
-        self._cpu = _cpu(self._roles)
-        self._own = own_cpu()
-        self._busy = busy_seconds()
-        self._wall = time.perf_counter()
-
-    def close(self) -> dict[str, Any]:
-        wall = time.perf_counter() - self._wall
-        cpu = {role: seconds - self._cpu[role] for role, seconds in _cpu(self._roles).items()}
-        own = own_cpu() - self._own
-        other = max(0.0, busy_seconds() - self._busy - sum(cpu.values()) - own)
-        return {"wall_s": wall, "cpu_s": cpu, "gen_cpu_s": own, "other_cpu_s": other}
-
-
 async def create(spec: dict[str, Any]) -> dict[str, Any]:
     """``count`` tools/call of ``park`` over ``connections`` keep-alive connections, back to back."""
     port, count = int(spec["port"]), int(spec["count"])
@@ -178,7 +159,7 @@ async def create(spec: dict[str, Any]) -> dict[str, Any]:
         finally:
             conn.close()
 
-    window = _Window(spec["roles"])
+    window = CpuWindow(spec["roles"])
     await asyncio.gather(*(connection() for _ in range(min(int(spec["connections"]), count))))
     measured = window.close()
     ordered = sorted(latencies)
@@ -275,7 +256,7 @@ async def read_load(spec: dict[str, Any]) -> dict[str, Any]:
             last_done = max(last_done, done)
 
     pending: list[asyncio.Task[None]] = []
-    window: _Window | None = None
+    window: CpuWindow | None = None
     start = loop.time() + 0.05
     measured_from = start + warmup / rate
     for n in range(total):
@@ -284,7 +265,7 @@ async def read_load(spec: dict[str, Any]) -> dict[str, Any]:
         if delay > 0:
             await asyncio.sleep(delay)
         if n == warmup:
-            window = _Window(spec["roles"])
+            window = CpuWindow(spec["roles"])
         if n >= warmup:
             lags.append(loop.time() - scheduled)
         pending.append(asyncio.create_task(one(n, scheduled, pick(ids))))
@@ -337,23 +318,14 @@ def rss_mib(roots: list[int], field: bytes = b"VmRSS:") -> float:
     return total_kib / 1024
 
 
-class Stack:
+class _Stack(Stack):
     """A Temporal dev server, a ``longtools worker`` and a ``longtools api``, all of B5's own."""
 
     def __init__(self, python: Path, work: Path, api_cpus: set[int] | None) -> None:
+        super().__init__()
         self._bin = python.parent
         self._work = work
         self._api_cpus = api_cpus
-        self.children: dict[str, Child] = {}
-        self.port = 0
-
-    @property
-    def roots(self) -> dict[str, list[int]]:
-        return {role: [child.pid] for role, child in self.children.items()}
-
-    @property
-    def pids(self) -> list[int]:
-        return [child.pid for child in self.children.values()]
 
     def start(self) -> None:
         self.children["temporal"], address = start_temporal(self._bin, self._work)
@@ -385,16 +357,6 @@ class Stack:
     def rss(self, field: bytes = b"VmRSS:") -> dict[str, float]:
         return {role: rss_mib(pids, field) for role, pids in self.roots.items()}
 
-    def logs(self) -> str:
-        return "\n".join(f"--- {role}:\n{child.log_tail()}" for role, child in self.children.items())
-
-    def stop(self) -> None:
-        for role in ("api", "worker", "temporal"):
-            child = self.children.get(role)
-            if child is not None:
-                child.stop()
-        self.children.clear()
-
 
 def _cpu_split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {role: after[role] - before[role] for role in before}
@@ -413,7 +375,7 @@ def run(
     started = time.monotonic()
     pin = pin and (os.cpu_count() or 1) >= 2
     work = Path(tempfile.mkdtemp(prefix="b5-", dir=tmp))
-    stack = Stack(python_longtools, work, {0} if pin else None)
+    stack = _Stack(python_longtools, work, {0} if pin else None)
     generate = Generator("bench._parked", {1} if pin else None)
     record: dict[str, Any] = {
         "scenario": "B5",

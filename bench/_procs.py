@@ -170,7 +170,7 @@ def wait_idle(pids: list[int], *, share: float = 0.05, window: float = 0.5, time
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = re.compile(r"serving MCP at http://127\.0\.0\.1:(\d+)/mcp")
 """The line `longtools serve`/`api` prints once it accepts connections; group 1 is the port."""
-_WORKER_READY = re.compile(r"longtools worker polling")
+WORKER_READY = re.compile(r"longtools worker polling")
 KEY_RINGS: Mapping[str, str] = {
     # One ring of each per benchmark run, shared by its `api`, `worker` and `serve` processes as a
     # deployment's are: `api` and `worker` refuse to start without them.
@@ -232,35 +232,62 @@ def start_temporal(bin_dir: Path, work: Path) -> tuple[Child, str]:
     return temporal, f"127.0.0.1:{port}"
 
 
-def start_worker(bin_dir: Path, work: Path, temporal: str, tools: str) -> Child:
-    """A `longtools worker` for the tool module ``tools``, once it polls."""
-    for attempt in range(3):  # the frontend may listen a moment before the namespace answers
-        worker = spawn(
-            f"worker-{attempt}",
-            [
-                str(bin_dir / "longtools"),
-                "worker",
-                "--tools",
-                tools,
-                "--temporal-address",
-                temporal,
-                "--data-dir",
-                str(work / "worker"),
-            ],
-            log_dir=work,
-            cwd=ROOT,
-            env=LONGTOOLS_ENV,
-        )
+def start_ready(start: Callable[[int], Child], ready: re.Pattern[str]) -> Child:
+    """``start(attempt)`` until its child logs ``ready``: the Temporal frontend may listen a moment
+    before its namespace answers, so a first worker can fail; three attempts."""
+    for attempt in range(3):
+        child = start(attempt)
         try:
-            worker.wait_for(_WORKER_READY, 60)
+            child.wait_for(ready, 60)
         except StartFailed:
-            worker.stop()
+            child.stop()
             if attempt == 2:
                 raise
             time.sleep(1)
             continue
-        return worker
+        return child
     raise AssertionError("unreachable")
+
+
+def start_worker(bin_dir: Path, work: Path, temporal: str, tools: str) -> Child:
+    """A `longtools worker` for the tool module ``tools``, once it polls."""
+    argv = [str(bin_dir / "longtools"), "worker", "--tools", tools, "--temporal-address", temporal]
+    return start_ready(
+        lambda attempt: spawn(
+            f"worker-{attempt}",
+            [*argv, "--data-dir", str(work / "worker")],
+            log_dir=work,
+            cwd=ROOT,
+            env=LONGTOOLS_ENV,
+        ),
+        WORKER_READY,
+    )
+
+
+class Stack:
+    """One run's processes by role (``temporal``, ``worker``, ``api``); a subclass starts them."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, Child] = {}
+        self.port = 0
+
+    @property
+    def roots(self) -> dict[str, list[int]]:
+        return {role: [child.pid] for role, child in self.children.items()}
+
+    @property
+    def pids(self) -> list[int]:
+        return [child.pid for child in self.children.values()]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {role}:\n{child.log_tail()}" for role, child in self.children.items())
+
+    def stop(self) -> None:
+        """The API first, then the worker, then Temporal."""
+        for role in ("api", "worker", "temporal"):
+            child = self.children.pop(role, None)
+            if child is not None:
+                child.stop()
 
 
 Operation = Callable[[dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -48,27 +48,27 @@ from bench._procs import (
     KEY_RINGS,
     ROOT,
     SERVING,
+    WORKER_READY,
     Child,
     Generator,
+    Stack,
     StartFailed,
     generate_main,
     longtools_python,
     spawn,
+    start_ready,
     start_temporal,
     wait_idle,
 )
 from bench.load import (
     Connection,
+    CpuWindow,
     Failed,
-    busy_seconds,
-    cpu_seconds,
     http_request,
     meta,
-    own_cpu,
     percentile,
     read_response,
     result_of,
-    tree,
 )
 
 SCENARIO: Final = "B7"
@@ -92,7 +92,6 @@ _TASKS_CAPS: Final[dict[str, Any]] = {
     "extensions": {"io.modelcontextprotocol/tasks": {}},
 }
 _FORM_CAPS: Final[dict[str, Any]] = {"elicitation": {"form": {}}}
-_WORKER_READY: Final = re.compile(r"longtools worker polling")
 _LAUNCH: Final = "import sys; from service.cli import main; sys.argv[0] = 'longtools'; sys.exit(main())"
 
 
@@ -194,25 +193,15 @@ async def _held_rounds(port: int) -> float:
     return 0.0
 
 
-class _Window:
-    """CPU seconds of each role and of the generator between two moments."""
-
-    def __init__(self, roots: Mapping[str, list[int]]) -> None:
-        self._roles = {role: tree(pids) for role, pids in roots.items()}
-        self._cpu = {role: cpu_seconds(pids) for role, pids in self._roles.items()}
-        self._own = own_cpu()
-        self._busy = busy_seconds()
-        self._wall = time.perf_counter()
-
-    def close(self) -> dict[str, Any]:
-        wall = time.perf_counter() - self._wall
-        cpu = {role: cpu_seconds(pids) - self._cpu[role] for role, pids in self._roles.items()}
-        return {
-            "wall_s": wall,
-            "cpu_per_s": {role: seconds / wall for role, seconds in cpu.items()},
-            "gen_cpu_per_s": (own_cpu() - self._own) / wall,
-            "machine_busy_per_s": (busy_seconds() - self._busy) / wall,
-        }
+def _per_second(measured: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``CpuWindow``'s seconds as cores: CPU seconds per second of the window."""
+    wall = float(measured["wall_s"])
+    return {
+        "wall_s": wall,
+        "cpu_per_s": {role: seconds / wall for role, seconds in measured["cpu_s"].items()},
+        "gen_cpu_per_s": measured["gen_cpu_s"] / wall,
+        "other_cpu_per_s": measured["other_cpu_s"] / wall,
+    }
 
 
 async def wait_load(spec: dict[str, Any]) -> dict[str, Any]:
@@ -251,9 +240,9 @@ async def wait_load(spec: dict[str, Any]) -> dict[str, Any]:
     window_end = first_question - 0.5
     tally.window = (window_start, window_end)
     await asyncio.sleep(window_start - time.time())
-    window = _Window(roots)
+    window = CpuWindow(roots)
     await asyncio.sleep(window_end - time.time())
-    measured = window.close()
+    measured = _per_second(window.close())
     outcomes = await asyncio.gather(*jobs, return_exceptions=True)
     errors = [f"{type(exc).__name__}: {exc}" for exc in outcomes if isinstance(exc, BaseException)]
     ordered = sorted(tally.latencies)
@@ -294,10 +283,9 @@ async def echo_load(spec: dict[str, Any]) -> dict[str, Any]:
         finally:
             conn.close()
 
-    window = _Window(spec["roles"])
+    window = CpuWindow(spec["roles"])
     await asyncio.gather(*(one() for _ in range(8)))
-    measured = window.close()
-    api_cpu = measured["cpu_per_s"]["api"] * measured["wall_s"]
+    api_cpu = window.close()["cpu_s"]["api"]
     return {"ok": True, "calls": calls, "api_cpu_ms_per_call": api_cpu / max(calls, 1) * 1000}
 
 
@@ -316,23 +304,20 @@ def base_tree(work: Path) -> Path:
         check=True,
     ).stdout
     target.mkdir(parents=True)
-    archive_path = work / "base.tar"
-    archive_path.write_bytes(archive)
-    with tarfile.open(archive_path) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
     return target
 
 
-class _Stack:
+class _Stack(Stack):
     """Temporal, a worker and an API of one longtools tree, with B7's tool module."""
 
     def __init__(self, python: Path, code: Path, work: Path, api_cpus: set[int] | None) -> None:
+        super().__init__()
         self._python = python
         self._code = code
         self._work = work
         self._api_cpus = api_cpus
-        self.children: dict[str, Child] = {}
-        self.port = 0
         tools = work / "tools"
         tools.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "bench" / "servers" / "longtools_waiting.py", tools / f"{TOOLS}.py")
@@ -343,14 +328,6 @@ class _Stack:
             **KEY_RINGS,
             **BENCH_LIMITS,
         }
-
-    @property
-    def roots(self) -> dict[str, list[int]]:
-        return {role: [child.pid] for role, child in self.children.items()}
-
-    @property
-    def pids(self) -> list[int]:
-        return [child.pid for child in self.children.values()]
 
     def _longtools(self, name: str, *args: str, cpus: set[int] | None = None) -> Child:
         return spawn(
@@ -364,17 +341,10 @@ class _Stack:
 
     def start(self) -> None:
         self.children["temporal"], address = start_temporal(self._python.parent, self._work)
-        for attempt in range(3):  # the frontend may listen a moment before the namespace answers
-            worker = self._longtools(f"worker-{attempt}", "worker", "--temporal-address", address)
-            try:
-                worker.wait_for(_WORKER_READY, 60)
-            except StartFailed:
-                worker.stop()
-                if attempt == 2:
-                    raise
-                continue
-            self.children["worker"] = worker
-            break
+        self.children["worker"] = start_ready(
+            lambda attempt: self._longtools(f"worker-{attempt}", "worker", "--temporal-address", address),
+            WORKER_READY,
+        )
         api = self._longtools(
             "api",
             "api",
@@ -388,15 +358,6 @@ class _Stack:
         )
         self.children["api"] = api
         self.port = int(api.wait_for(SERVING, 60).group(1))
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {role}:\n{child.log_tail()}" for role, child in self.children.items())
-
-    def stop(self) -> None:
-        for role in ("api", "worker", "temporal"):
-            child = self.children.pop(role, None)
-            if child is not None:
-                child.stop()
 
 
 def run(

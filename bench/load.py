@@ -318,6 +318,25 @@ def own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+class CpuWindow:
+    """CPU seconds of each role (a process tree), of this generator and of the rest of the
+    machine between opening and ``close``."""
+
+    def __init__(self, roots: Mapping[str, list[int]]) -> None:
+        self._roles = {role: tree(pids) for role, pids in roots.items()}
+        self._cpu = {role: cpu_seconds(pids) for role, pids in self._roles.items()}
+        self._own = own_cpu()
+        self._busy = busy_seconds()
+        self._wall = time.perf_counter()
+
+    def close(self) -> dict[str, Any]:
+        wall = time.perf_counter() - self._wall
+        cpu = {role: cpu_seconds(pids) - self._cpu[role] for role, pids in self._roles.items()}
+        own = own_cpu() - self._own
+        other = max(0.0, busy_seconds() - self._busy - sum(cpu.values()) - own)
+        return {"wall_s": wall, "cpu_s": cpu, "gen_cpu_s": own, "other_cpu_s": other}
+
+
 def percentile(ordered: list[float], share: float) -> float:
     """Nearest-rank percentile of an ascending list."""
     return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
