@@ -11,18 +11,24 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
 URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
 _WORKER_LINE = re.compile(r"longtools worker polling")
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
 STATE_KEY = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 PAYLOAD_KEY = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+TEMPORAL = Path(sys.prefix) / "bin" / "temporal"
+NO_VERSION_CHECK = ["--dynamic-config-value", "frontend.enableServerVersionCheck=false"]
 
 
 def _die_with_parent() -> None:
@@ -153,6 +159,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_exit_status[0])
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def client() -> AsyncIterator[Client]:
+    """A Temporal dev server of the module's own (``WorkflowEnvironment``) and its client."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=NO_VERSION_CHECK,
+    )
+    try:
+        yield env.client
+    finally:
+        await env.shutdown()
 
 
 @pytest.fixture(scope="session")

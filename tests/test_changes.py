@@ -8,29 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
-import pytest_asyncio
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from service.tasks import Changes, Mark
-from tests.test_replay import NO_VERSION_CHECK, TEMPORAL
 from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def client() -> AsyncIterator[Client]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(TEMPORAL),
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=NO_VERSION_CHECK,
-    )
-    try:
-        yield env.client
-    finally:
-        await env.shutdown()
 
 
 async def _started(client: Client) -> tuple[WorkflowHandle[object, object], Mark]:

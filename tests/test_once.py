@@ -22,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from service._settings import Settings
 from service.tasks import KeyReused, RunOnce
-from tests.test_replay import NO_VERSION_CHECK, TEMPORAL
+from tests.conftest import NO_VERSION_CHECK, TEMPORAL
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

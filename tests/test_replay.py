@@ -9,20 +9,17 @@ The helpdesk activities are the real ones, over a store in a temporary directory
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.helpdesk import HelpdeskActivities, TicketStore
@@ -55,24 +52,9 @@ WORKFLOWS: list[type] = [
     ProtocolErrorJob,
     SlowCompute,
 ]
-TEMPORAL = Path(sys.prefix) / "bin" / "temporal"
 HISTORIES = Path(__file__).with_name("histories")
 """Histories recorded with earlier releases of the workflow-side library (``workflows/_ask.py``):
 tasks in flight when longtools is upgraded must go on under the new code."""
-NO_VERSION_CHECK = ["--dynamic-config-value", "frontend.enableServerVersionCheck=false"]
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def client() -> AsyncIterator[Client]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(TEMPORAL),
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=NO_VERSION_CHECK,
-    )
-    try:
-        yield env.client
-    finally:
-        await env.shutdown()
 
 
 @pytest.fixture(scope="module")
