@@ -11,7 +11,8 @@ import uuid
 
 from temporalio.client import Client, WorkflowHandle
 
-from service.tasks import Changes, Mark
+from service import Settings
+from service.tasks import Changes, Mailboxes, Mark
 from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
 
 
@@ -73,3 +74,34 @@ async def test_a_workflow_that_does_not_exist_ends_the_wait_for_a_read(client: C
         assert await changes.after("no-such-workflow", Mark(str(uuid.uuid4()), 1), within_s=60) is True
     finally:
         await changes.aclose()
+
+
+async def test_an_answer_posted_on_another_replica_reaches_the_box_it_waits_in(client: Client) -> None:
+    """Issue 15: ``Mailboxes`` of two API processes (here two instances on one Temporal, no worker):
+    an answer posted where nobody waits is recorded in Temporal, before or while the holder waits."""
+    settings = Settings(task_queue=f"tq-{uuid.uuid4()}")
+    holder_changes = Changes(lambda: client, client.namespace)
+    holder = Mailboxes(settings, lambda: client, holder_changes)
+    other = Mailboxes(settings, lambda: client, Changes(lambda: client, client.namespace))
+    try:
+        early = uuid.uuid4().hex
+        await other.post(early, {"result": {"action": "accept"}}, ttl_s=60)
+        assert await holder.take(early, ttl_s=60) == {"result": {"action": "accept"}}
+
+        late = uuid.uuid4().hex
+        waiting = asyncio.create_task(holder.take(late, ttl_s=60))
+        await asyncio.sleep(1.0)  # past the holder's wait in memory: it looks in Temporal by now
+        await other.post(late, {"result": {"action": "decline"}}, ttl_s=60)
+        async with asyncio.timeout(30):
+            assert await waiting == {"result": {"action": "decline"}}
+
+        here = uuid.uuid4().hex
+        waiting = asyncio.create_task(holder.take(here, ttl_s=60))
+        await asyncio.sleep(0)
+        await holder.post(here, {"result": {"action": "cancel"}}, ttl_s=60)  # in memory, no record
+        assert await waiting == {"result": {"action": "cancel"}}
+        assert [
+            execution async for execution in client.list_workflows(f"WorkflowId = 'longtools-answer-{here}'")
+        ] == []
+    finally:
+        await holder_changes.aclose()

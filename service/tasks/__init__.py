@@ -1,6 +1,6 @@
 """Long tools on Temporal, as the API sees them: start, read, answer and cancel a task (the
 gateway), and the run-once records that make a used ``requestState`` or an idempotency key take
-effect once. API process.
+effect once, and the boxes where a pushed question's answer waits for its call. API process.
 
 May import ``service.tools``, ``service.temporal``, ``service._settings`` and ``workflows``; the
 wire (``service.server``) builds on this, never the other way round.
@@ -20,6 +20,7 @@ from service.tasks._gateway import (
     TooManyTasks,
     check_answer,
 )
+from service.tasks._mailbox import Mailboxes
 from service.tasks._run_once import KeyReused, RunOnce, args_digest, derive_id, key_reused, state_used
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "AnswersTooLarge",
     "Changes",
     "KeyReused",
+    "Mailboxes",
     "Mark",
     "OwnerAttributeMissing",
     "RunOnce",

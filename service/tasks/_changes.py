@@ -161,6 +161,11 @@ class Changes:
         """Start watching the workflow (if no watch is running) for readers to come."""
         self._watch(workflow_id, seen.run_id).idle_since = asyncio.get_running_loop().time()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the process is stopping (``stop()`` was called): no wait waits any more."""
+        return self._stop.is_set()
+
     def stop(self) -> None:
         """End every wait now (the process is stopping): a held round then answers "not yet", and
         its client retries on another replica, or here after the restart."""

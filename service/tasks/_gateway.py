@@ -159,6 +159,11 @@ class Tasks:
         self._counted: dict[str, tuple[float, int]] = {}
         """Per owner tag: when its running tasks were counted, and the count (plus starts since)."""
 
+    @property
+    def stopping(self) -> bool:
+        """Whether this process is stopping: a held round then answers at once."""
+        return self._changes.stopping
+
     async def start(
         self,
         tool: Tool,

@@ -179,12 +179,12 @@ class RunOnce:
         # A claim that closed unrecorded stays unknown; an open one may still be recorded.
         within = wait_s if description.status == WorkflowExecutionStatus.RUNNING else 0
         deadline = asyncio.get_running_loop().time() + within
-        outcome, events = await _signalled_outcome(client, handle, self._rpc_timeout)
+        outcome, events = await signalled_outcome(client, handle, self._rpc_timeout)
         while outcome is None and within:
             left = deadline - asyncio.get_running_loop().time()
             if not await self._changes.after(handle.id, Mark(description.run_id, events), left):
                 break
-            outcome, events = await _signalled_outcome(client, handle, self._rpc_timeout)
+            outcome, events = await signalled_outcome(client, handle, self._rpc_timeout)
         if outcome is None and within:
             raise MCPError(
                 code=INVALID_PARAMS,
@@ -200,7 +200,7 @@ class RunOnce:
         return _replay(outcome)
 
 
-async def _signalled_outcome(
+async def signalled_outcome(
     client: Client, handle: WorkflowHandle[Any, Any], rpc_timeout: timedelta
 ) -> tuple[dict[str, Any] | None, int]:
     """The recorded outcome, if any, and how many events of the record were read."""
