@@ -106,11 +106,11 @@ class Metrics:
         )
         self._requests = Counter(
             "longtools_requests",
-            "MCP requests by method and outcome",
-            ["method", "outcome"],
+            "MCP requests by protocol era (2026 or 2025), method and outcome",
+            ["era", "method", "outcome"],
             registry=self.registry,
         )
-        self._request_children: dict[tuple[str, str], Counter] = {}
+        self._request_children: dict[tuple[str, str, str], Counter] = {}
         self._tasks_finished = Counter(
             TASKS_FINISHED,
             "Tasks that ended (recorded by workers), by status as tasks/get reports it",
@@ -161,12 +161,14 @@ class Metrics:
         """Count a task the API started (once its workflow start is durable)."""
         self._tasks_created.labels(tool=_clamp(tool)).inc()
 
-    def request(self, method: str, outcome: str) -> None:
+    def request(self, method: str, outcome: str, era: Literal["2026", "2025"] = "2026") -> None:
         """Count one MCP request; a method outside the protocol's own counts as ``other``."""
-        key = (method if method in _METHODS else "other", _clamp(outcome))
+        key = (era, method if method in _METHODS else "other", _clamp(outcome))
         child = self._request_children.get(key)
-        if child is None:  # labels() locks and validates: 4% of a plain tools/call, so once per pair
-            child = self._request_children[key] = self._requests.labels(method=key[0], outcome=key[1])
+        if child is None:  # labels() locks and validates: 4% of a plain tools/call, so once per key
+            child = self._request_children[key] = self._requests.labels(
+                era=key[0], method=key[1], outcome=key[2]
+            )
         child.inc()
 
     def runtime(self) -> Runtime:

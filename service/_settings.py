@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     state_ttl_s: float = Field(
         600.0, gt=0, description="Seconds a requestState stays valid after it is minted."
     )
+    session_ttl_s: float = Field(
+        86_400.0,
+        gt=0,
+        description="Seconds a 2025-era session (its Mcp-Session-Id) stays valid after `initialize`; the "
+        "client then gets 404 and initializes again. Sessions are sealed tokens: no replica stores them.",
+    )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Extra Host header values accepted (DNS-rebinding guard), comma-separated, e.g. "

@@ -20,7 +20,7 @@ import jwt
 import pytest
 
 from tests.conftest import URL_LINE, Served, spawn, wait_for_line
-from tests.wire import post, result
+from tests.wire import Legacy, post, result
 
 RESOURCE = "https://mcp.example.test/mcp"
 METADATA = "https://mcp.example.test/.well-known/oauth-protected-resource/mcp"
@@ -157,3 +157,20 @@ def test_static_tokens_without_a_resource_url_get_a_plain_bearer_challenge_and_n
     for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
         assert httpx.get(f"{static_api.base}{path}").status_code == 404
     assert result(_list_tools(static_api, STATIC))["tools"]
+
+
+def test_a_2025_era_session_needs_a_token_and_stays_its_principals(jwt_api: Served) -> None:
+    """The 2025 era meets the same authentication; a session id presented under another principal's
+    token reads as unknown (404), like a forged one."""
+    anonymous = Legacy(jwt_api.url)
+    with pytest.raises(AssertionError):
+        anonymous.open()
+    refused = anonymous.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"].startswith("Bearer ")
+    session = Legacy(jwt_api.url, headers={"authorization": f"Bearer {_token()}"})
+    session.open()
+    assert "tools" in result(session.request("tools/list"))
+    session.extra = {"authorization": f"Bearer {_token(sub='dave')}"}
+    stolen = session.request("tools/list")
+    assert (stolen.status_code, stolen.json()["error"]["message"]) == (404, "Session not found")

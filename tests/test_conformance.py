@@ -1,8 +1,9 @@
 """The official MCP conformance suite against a real ``longtools serve --conformance-fixtures``.
 
 The suite and the Node 22 it needs are installed by ``./dev test`` from conformance/package-lock.json.
-No expected-failures file: every scored scenario of the 2026-07-28 requirement set must pass, and
-every runnable scenario of the Tasks extension.
+No expected-failures file: every scored scenario of the 2026-07-28 and of the 2025-11-25 requirement
+sets must pass (the same endpoint serves both eras), and every runnable scenario of the Tasks
+extension.
 """
 
 from __future__ import annotations
@@ -63,6 +64,39 @@ REQUIRED_SERVER_SCENARIOS = {
     "input-required-result-ignore-extra-params",
     "input-required-result-validate-input",
 }
+# The frozen server set of requirements/2025-11-25.yaml, run at the 2025 wire (initialize, sessions).
+REQUIRED_2025_SERVER_SCENARIOS = {
+    "server-initialize",
+    "logging-set-level",
+    "ping",
+    "completion-complete",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-with-logging",
+    "tools-call-error",
+    "tools-call-with-progress",
+    "tools-call-sampling",
+    "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "server-sse-multiple-streams",
+    "elicitation-sep1330-enums",
+    "resources-list",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "resources-subscribe",
+    "resources-unsubscribe",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "dns-rebinding-protection",
+}
 # The Tasks extension's scenarios (SEP-2663). They are "off-timeline": run with --spec-version the
 # suite skips them and exits 0, so they run without it, one by one, and a run that wrote no checks
 # fails here. tasks-status-notifications is a permanent SKIP in the suite itself.
@@ -99,12 +133,17 @@ def _suite(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_pinned_suite_requires_exactly_these_37_server_scenarios() -> None:
-    listed = _suite("list", "--requirements", "2026-07-28").stdout
+    assert _required_server_scenarios("2026-07-28") == REQUIRED_SERVER_SCENARIOS
+
+
+def _required_server_scenarios(version: str) -> set[str]:
+    listed = _suite("list", "--requirements", version).stdout
     section = listed.split("Server scenarios", 1)[1].split("Client scenarios", 1)[0]
-    names = {
-        line.strip().removeprefix("- ") for line in section.splitlines() if line.strip().startswith("- ")
-    }
-    assert names == REQUIRED_SERVER_SCENARIOS
+    return {line.strip().removeprefix("- ") for line in section.splitlines() if line.strip().startswith("- ")}
+
+
+def test_the_pinned_suite_requires_exactly_these_30_server_scenarios_of_2025_11_25() -> None:
+    assert _required_server_scenarios("2025-11-25") == REQUIRED_2025_SERVER_SCENARIOS
 
 
 def test_the_pinned_suite_has_exactly_these_task_scenarios() -> None:
@@ -147,6 +186,18 @@ def test_every_required_2026_07_28_server_scenario_passes(fixtures_url: str, tmp
     missing = REQUIRED_SERVER_SCENARIOS - seen.keys()
     assert not missing, f"scenarios that did not run: {sorted(missing)}"
     for scenario in REQUIRED_SERVER_SCENARIOS:
+        _assert_all_passed(scenario, seen[scenario])
+
+
+def test_every_required_2025_11_25_server_scenario_passes(fixtures_url: str, tmp_path: Path) -> None:
+    """The 2025 era on the same endpoint: initialize, sealed sessions, questions pushed on the call's
+    stream, log and progress notifications, subscriptions."""
+    done = _suite("server", "--url", fixtures_url, "--requirements", "2025-11-25", "-o", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    seen = _results(tmp_path)
+    missing = REQUIRED_2025_SERVER_SCENARIOS - seen.keys()
+    assert not missing, f"scenarios that did not run: {sorted(missing)}"
+    for scenario in REQUIRED_2025_SERVER_SCENARIOS:
         _assert_all_passed(scenario, seen[scenario])
 
 

@@ -287,8 +287,8 @@ def test_api_counters_move_when_called_with_bounded_labels() -> None:
     }
     assert _named(samples, "longtools_tasks_created_total") == {frozenset({("tool", "greet")}): 1.0}
     assert _named(samples, "longtools_requests_total") == {
-        frozenset({("method", "tools/call"), ("outcome", "ok")}): 1.0,
-        frozenset({("method", "other"), ("outcome", "error")}): 1.0,
+        frozenset({("era", "2026"), ("method", "tools/call"), ("outcome", "ok")}): 1.0,
+        frozenset({("era", "2026"), ("method", "other"), ("outcome", "error")}): 1.0,
     }
 
 

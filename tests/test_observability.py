@@ -152,7 +152,7 @@ def test_each_flow_moves_its_metrics_and_its_requests_share_one_trace_attribute(
     assert moved("longtools_tasks_finished_total", tool="slow_compute", status="cancelled") == 1
     assert moved("longtools_task_first_input_seconds_count", tool="confirm_delete") == 2
     assert moved("longtools_task_duration_seconds_count", tool="confirm_delete", status="completed") == 2
-    assert moved("longtools_requests_total", method="tasks/update", outcome="complete") == 1
+    assert moved("longtools_requests_total", era="2026", method="tasks/update", outcome="complete") == 1
 
     # Traces: each round's span continues the client's trace, and one attribute links an exchange.
     spans = _spans(served.log_path.parent / "spans.jsonl")

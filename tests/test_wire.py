@@ -43,34 +43,16 @@ def test_no_meta_at_all_is_invalid_params_with_400(mcp_url: str) -> None:
     assert err["code"] == INVALID_PARAMS
 
 
-@pytest.mark.parametrize("version", ["2099-01-01", "2025-11-25", "2024-11-05", "banana"])
+@pytest.mark.parametrize("version", ["2099-01-01", "2026-01-01", "banana"])
 def test_an_unsupported_version_is_refused_with_the_supported_list(mcp_url: str, version: str) -> None:
-    """Spec-mandated: -32022 with data.supported and data.requested, HTTP 400; legacy versions too."""
+    """Spec-mandated: -32022 with data.supported and data.requested, HTTP 400. (A 2025-era version
+    is served: tests/test_legacy.py.)"""
     params = {"_meta": {**meta(), "io.modelcontextprotocol/protocolVersion": version}}
     response = post(mcp_url, "tools/list", params, headers={"mcp-protocol-version": version})
     err = error(response, 400)
     assert err["code"] == UNSUPPORTED_PROTOCOL_VERSION
     assert err["data"] == {"supported": [VERSION], "requested": version}
     assert isinstance(response.json()["id"], int)
-
-
-def test_a_legacy_initialize_gets_the_supported_list(mcp_url: str) -> None:
-    """Spec (versioning.mdx): a modern-only server names its versions in the error to initialize."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": "init-1",
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "old", "version": "1"},
-        },
-    }
-    response = httpx.post(mcp_url, json=body, headers={"accept": "application/json, text/event-stream"})
-    err = error(response, 400)
-    assert err["code"] == UNSUPPORTED_PROTOCOL_VERSION
-    assert err["data"] == {"supported": [VERSION], "requested": "2025-11-25"}
-    assert response.json()["id"] == "init-1"
 
 
 def test_a_version_header_that_disagrees_with_meta_is_a_header_mismatch(mcp_url: str) -> None:
@@ -114,7 +96,7 @@ def test_removed_and_unserved_methods_are_method_not_found(mcp_url: str, method:
 
 @pytest.mark.parametrize("verb", ["GET", "DELETE", "PUT"])
 def test_only_post_is_served_on_the_endpoint(mcp_url: str, verb: str) -> None:
-    """Spec: a modern-only server SHOULD answer 405 to GET and DELETE (no standalone stream, no session)."""
+    """Spec: 405 to GET and DELETE (no standalone stream; a sealed 2025-era session is not revoked)."""
     response = httpx.request(verb, mcp_url, headers={"mcp-protocol-version": VERSION})
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -117,3 +117,67 @@ def eventually(probe: Callable[[], T], ready: Callable[[T], bool] = bool, within
             return value
         assert time.monotonic() < deadline, f"never got there: {value!r}"
         time.sleep(0.05)
+
+
+LEGACY_VERSION = "2025-11-25"
+
+
+class Legacy:
+    """A raw 2025-era session: ``initialize``, then every request with its ``Mcp-Session-Id``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        caps: dict[str, Any] | None = None,
+        version: str = LEGACY_VERSION,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.url = url
+        self.caps = ALL_CAPS if caps is None else caps
+        self.version = version
+        self.extra = dict(headers or {})
+        self.session = ""
+        self.negotiated = ""
+
+    def headers(self) -> dict[str, str]:
+        sent = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            **self.extra,
+        }
+        if self.session:
+            sent["mcp-session-id"] = self.session
+            sent["mcp-protocol-version"] = self.negotiated
+        return sent
+
+    def open(self) -> dict[str, Any]:
+        """initialize and notifications/initialized; the InitializeResult."""
+        params = {
+            "protocolVersion": self.version,
+            "capabilities": self.caps,
+            "clientInfo": {"name": "longtools-tests", "version": "0"},
+        }
+        response = self.send({"jsonrpc": "2.0", "id": next(_ids), "method": "initialize", "params": params})
+        initialized = result(response)
+        self.session = response.headers["mcp-session-id"]
+        self.negotiated = initialized["protocolVersion"]
+        assert self.send({"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+        return initialized
+
+    def send(self, body: dict[str, Any]) -> httpx.Response:
+        return httpx.post(self.url, content=json.dumps(body), headers=self.headers(), timeout=60)
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> httpx.Response:
+        return self.send({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}})
+
+    def answer(self, request_id: Any, answer: dict[str, Any]) -> httpx.Response:
+        """POST the client's answer to a request the server pushed."""
+        return self.send({"jsonrpc": "2.0", "id": request_id, "result": answer})
+
+
+def sse_lines(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE stream, as they arrive."""
+    for line in lines:
+        if line.startswith("data: "):
+            yield json.loads(line.removeprefix("data: "))

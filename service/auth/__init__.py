@@ -16,6 +16,7 @@ from service.auth._callers import (
     caller_of,
     metadata_routes,
     principal_of,
+    principal_of_scope,
 )
 from service.auth._tokens import AuthConfigError, BearerVerifier, principal_hash
 
@@ -31,4 +32,5 @@ __all__ = [
     "metadata_routes",
     "principal_hash",
     "principal_of",
+    "principal_of_scope",
 ]

@@ -12,7 +12,7 @@ a client could otherwise make the server name any resource it likes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit
@@ -49,7 +49,16 @@ Authorize: TypeAlias = Callable[[Caller, Any], Awaitable[bool]]
 
 def caller_of(ctx: ServerRequestContext[Any, Any]) -> Caller:
     scope = getattr(ctx.request, "scope", None)
-    user = scope.get("user") if isinstance(scope, dict) else None
+    return _caller(scope if isinstance(scope, dict) else {})
+
+
+def principal_of_scope(scope: Mapping[str, Any]) -> str:
+    """The principal of an HTTP request, before any MCP handler has seen it."""
+    return _caller(scope).principal
+
+
+def _caller(scope: Mapping[str, Any]) -> Caller:
+    user = scope.get("user")
     if not isinstance(user, AuthenticatedUser):
         return Caller(principal=ANONYMOUS)
     token = user.access_token

@@ -27,7 +27,9 @@ from service._settings import Settings
 from service.auth import BearerVerifier, RequireBearer, VerifiedBearer, metadata_routes
 from service.server._gate import McpGate
 from service.server._handlers import build_server
-from service.tasks import Changes, RunOnce, Tasks
+from service.server._legacy import LegacyEra
+from service.server._sessions import Seals
+from service.tasks import Changes, Mailboxes, RunOnce, Tasks
 from service.temporal import Connection, unreachable
 from service.tools import Registry, default_registry
 
@@ -94,6 +96,13 @@ def create_app(
     )
     # Work whose request went away (its client left) finishes and is recorded before the exit.
     closers.append(once.drain)
+    legacy: ASGIApp = LegacyEra(
+        server,
+        Seals(settings.require_state_keys(), session_ttl_s=settings.session_ttl_s),
+        Mailboxes(settings, connection, changes),
+        # A pushed question may wait as long as what asked it: a quick tool's state or a long task.
+        question_ttl_s=max(settings.state_ttl_s, settings.task_ttl_s),
+    )
     # Behind a proxy the public host name must be listed; the guard still refuses every other Host.
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -160,12 +169,14 @@ def create_app(
         backend = VerifiedBearer(verifier)
         streaming = AuthenticationMiddleware(RequireBearer(streaming, settings), backend=backend)
         json_only = AuthenticationMiddleware(RequireBearer(json_only, settings), backend=backend)
+        legacy = AuthenticationMiddleware(RequireBearer(legacy, settings), backend=backend)
         app.router.routes.extend(metadata_routes(settings, MCP_PATH))
         closers.append(verifier.aclose)
     gate = McpGate(
         streaming,
         security,
         max_body_bytes=settings.max_body_bytes,
+        legacy=legacy,
         plain=json_only,
         streams=partial(_may_stream, registry),
     )

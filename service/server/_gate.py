@@ -1,9 +1,9 @@
-"""The HTTP edge of ``POST /mcp``: what the SDK's dual-era transport would do differently. API process.
+"""The HTTP edge of ``POST /mcp``: which era a request belongs to, and what it may carry. API process.
 
-longtools is modern-only (2026-07-28). The SDK's session manager would hand a request with no
-``MCP-Protocol-Version`` or with a handshake-era version to its legacy, session-keeping path, and
-a GET there opens a standalone stream. This gate answers those itself, exactly as the spec asks
-of a modern-only server, and writes the one log event per request.
+A request with a 2026-07-28 ``MCP-Protocol-Version`` goes to the SDK's handlers (the JSON-response
+one when it cannot stream). A 2025-era request (``initialize``, a handshake-era version header, or
+an ``Mcp-Session-Id``) goes to ``_legacy.py``. A request with neither is a modern request missing
+its header, answered as the spec asks. The gate also writes the one log event per request.
 """
 
 from __future__ import annotations
@@ -15,17 +15,18 @@ from typing import Any, Final
 
 import structlog
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp_types import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mcp_types import INVALID_REQUEST
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service._logging import bind_request_info
+from service._logging import bind_request_info, request_info
 
 log = structlog.get_logger("longtools.http")
 
 _VERSION_HEADER: Final = b"mcp-protocol-version"
+_SESSION_HEADER: Final = b"mcp-session-id"
 
 
 Streams = Callable[[str | None, Mapping[str, Any]], bool]
@@ -47,10 +48,12 @@ class McpGate:
         security: TransportSecuritySettings,
         *,
         max_body_bytes: int,
+        legacy: ASGIApp,
         plain: ASGIApp | None = None,
         streams: Streams | None = None,
     ) -> None:
         self._app = app
+        self._legacy = legacy
         self._security = TransportSecurityMiddleware(security)
         self._max_body = max_body_bytes
         self._plain = plain
@@ -114,19 +117,15 @@ class McpGate:
             if body is None:
                 await _too_large(asgi, self._max_body)
                 return
-            request_id, handshake = _peek(body)
-            if version is not None:
-                await _unsupported_version(asgi, request_id, version.decode("latin-1"))
-                return
-            if handshake is not None:
-                # A legacy client's initialize: tell it which versions this server speaks.
-                await _unsupported_version(asgi, request_id, handshake)
+            if legacy or _SESSION_HEADER in headers or _is_initialize(body):
+                await self._legacy(*asgi)
                 return
             # Any other request without the header is a modern request missing it: an empty value
             # keeps it on the SDK's modern path, whose ladder answers -32602 or -32020 as the spec says.
             scope = {**scope, "headers": [*scope["headers"], (_VERSION_HEADER, b"")]}
             await self._app(scope, receive, send)
             return
+        request_info()["era"] = version.decode("latin-1")
         if self._plain is None or self._streams is None:
             await self._app(scope, receive, send)
             return
@@ -180,36 +179,13 @@ async def _too_large(asgi: tuple[Scope, Receive, Send], limit: int) -> None:
     await _jsonrpc_error(asgi, 413, INVALID_REQUEST, f"Request body too large: at most {limit} bytes")
 
 
-async def _unsupported_version(
-    asgi: tuple[Scope, Receive, Send], request_id: str | int | None, requested: str
-) -> None:
-    supported = {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested}
-    await _jsonrpc_error(
-        asgi,
-        400,
-        UNSUPPORTED_PROTOCOL_VERSION,
-        "Unsupported protocol version",
-        data=supported,
-        request_id=request_id,
-    )
-
-
-def _peek(body: bytes) -> tuple[str | int | None, str | None]:
-    """The request id, and the protocolVersion asked for when this is an ``initialize``."""
+def _is_initialize(body: bytes) -> bool:
+    """Whether the body is an ``initialize`` request: the first request of a 2025-era client."""
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError):
-        return None, None
-    if not isinstance(decoded, dict):
-        return None, None
-    request_id = decoded.get("id")
-    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
-        request_id = None
-    if decoded.get("method") != "initialize":
-        return request_id, None
-    params = decoded.get("params")
-    requested = params.get("protocolVersion") if isinstance(params, dict) else None
-    return request_id, requested if isinstance(requested, str) else ""
+        return False
+    return isinstance(decoded, dict) and decoded.get("method") == "initialize" and "id" in decoded
 
 
 async def _buffer_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:

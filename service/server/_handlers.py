@@ -13,15 +13,18 @@ import hashlib
 import hmac
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache, partial
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import structlog
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     BlobResourceContents,
     CallToolRequestParams,
@@ -29,6 +32,7 @@ from mcp_types import (
     CompleteRequestParams,
     CompleteResult,
     Completion,
+    EmptyResult,
     GetPromptRequestParams,
     GetPromptResult,
     InputRequiredResult,
@@ -40,12 +44,17 @@ from mcp_types import (
     PromptReference,
     ReadResourceRequestParams,
     ReadResourceResult,
+    ServerCapabilities,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
     TextResourceContents,
+    UnsubscribeRequestParams,
 )
 from mcp_types import Prompt as WirePrompt
 from mcp_types import Resource as WireResource
 from mcp_types import ResourceTemplate as WireResourceTemplate
 from mcp_types import Tool as WireTool
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
@@ -55,6 +64,7 @@ from service._settings import Settings
 from service.auth import Caller, caller_of, principal_hash, principal_of
 from service.server._exchange import STATE_REFUSED, Exchange
 from service.server._long_tools import LongTools, temporal_errors
+from service.server._pushed import Interrupted, Unanswered, is_legacy, needs_capability, play_rounds
 from service.tasks import KeyReused, RunOnce, Tasks, args_digest, derive_id, key_reused, state_used
 from service.tools import (
     Registry,
@@ -92,7 +102,7 @@ def build_server(
     # 2% of a plain tools/call's CPU).
     hash_principal = lru_cache(maxsize=4096)(partial(principal_hash, key=id_secret))
     handlers = _Handlers(settings, registry, long_tools, once, id_secret, hash_principal)
-    server: Server[Any] = Server(
+    server: Server[Any] = _Server(
         settings.server_name,
         version=version,
         get_tool_input_schema=handlers.tool_input_schema,
@@ -107,6 +117,10 @@ def build_server(
     # Registered directly, not as on_call_tool: that typed slot does not admit the Tasks
     # extension's CreateTaskResult (resultType "task"), which the runner passes through as is.
     server.add_request_handler("tools/call", CallToolRequestParams, handlers.call_tool)
+    # The 2025 era's own methods (the runner answers -32601 to them at 2026-07-28).
+    server.add_request_handler("logging/setLevel", SetLevelRequestParams, handlers.set_level)
+    server.add_request_handler("resources/subscribe", SubscribeRequestParams, handlers.subscribe)
+    server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, handlers.subscribe)
     long_tools.install(server)
     # Outermost first: observe the outcome, refuse oversized state before spending an AEAD open on
     # it, then the SDK's boundary unseals inbound and seals outbound requestState.
@@ -116,6 +130,38 @@ def build_server(
         RequestStateBoundary(state_security(settings, keys), default_audience=settings.server_name)
     )
     return server
+
+
+class _Server(Server[Any]):
+    """The SDK's server, advertising per era what each era has.
+
+    ``logging/setLevel`` is served for the 2025 era only, so the 2026 era's capabilities keep no
+    ``logging`` (log delivery there is a per-request opt-in); the tasks extension is a 2026-era
+    extension, so ``initialize`` does not offer it.
+    """
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        if protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return capabilities.model_copy(update={"logging": None})
+        return capabilities
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(notification_options, experimental_capabilities, {})
 
 
 def _key_ring(settings: Settings) -> list[bytes]:
@@ -165,19 +211,20 @@ class _Observe:
         named = params.get("name") if ctx.method == "tools/call" else None
         tool = named if isinstance(named, str) and named in self._tools else None  # labels stay bounded
         continuing = params.get("requestState") is not None
+        era: Literal["2026", "2025"] = "2025" if is_legacy(ctx) else "2026"
         try:
             result = await call_next(ctx)
         except MCPError as exc:
             info["outcome"] = f"error {exc.error.code}"
             _link_span(info)
-            self._metrics.request(ctx.method, "error")
+            self._metrics.request(ctx.method, "error", era)
             if tool is not None and continuing:
                 expired = exc.error.message == STATE_REFUSED
                 self._metrics.mrtr(tool, "expired" if expired else "rejected")
             raise
         except ValidationError:
             info["outcome"] = "error invalid params"
-            self._metrics.request(ctx.method, "error")
+            self._metrics.request(ctx.method, "error", era)
             raise
         # Inside the middleware chain a result is already the wire dict (the SDK runner serializes
         # it there so every middleware sees what goes out).
@@ -185,7 +232,7 @@ class _Observe:
         outcome = "tool_error" if wire.get("isError") else str(wire.get("resultType", "complete"))
         info["outcome"] = outcome
         _link_span(info)
-        self._metrics.request(ctx.method, outcome)
+        self._metrics.request(ctx.method, outcome, era)
         if tool is not None:
             if outcome == "input_required":
                 if not continuing:
@@ -278,6 +325,37 @@ class _Handlers:
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
+        if not is_legacy(ctx):
+            return await self._call_round(ctx, params)
+        tool_name = params.name
+
+        async def rounds(
+            state: str | None, answers: dict[str, Any] | None
+        ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
+            again, typed = _next_round(ctx, CallToolRequestParams, state, answers)
+            return await self._call_round(again, typed)
+
+        try:
+            return await play_rounds(ctx, rounds, self._long_tools.stopping)
+        except Unanswered as exc:
+            return tool_error_result(str(exc))
+        except Interrupted:
+            return tool_error_result(
+                f"This server is restarting while {tool_name} works; the work goes on. Call the tool "
+                f"again with the same _meta[{IDEMPOTENCY_META!r}] to get back to it."
+            )
+        except MCPError as exc:
+            lacking = needs_capability(exc)
+            if lacking is None:
+                raise
+            return tool_error_result(
+                f"{tool_name} needs to ask you something through {lacking}, which this client does not "
+                "support (it did not declare that capability when it connected)"
+            )
+
+    async def _call_round(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         tool = self._registry.tools.get(params.name)
         if tool is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
@@ -353,6 +431,26 @@ class _Handlers:
             log.warning("tool_not_authorized", tool=tool.name, principal=self._hash(caller.principal))
         return allowed
 
+    async def set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams
+    ) -> EmptyResult:
+        """Accepted, not kept: a 2025-era session is a sealed token, so no replica could remember the
+        level; the only messages sent are those a tool logs during a call, on that call's stream."""
+        return EmptyResult()
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams | UnsubscribeRequestParams
+    ) -> EmptyResult:
+        """Accepted for a resource this server has: its resources never change while it runs, so
+        there is never an update to send."""
+        uri = str(params.uri)
+        known = uri in self._registry.resources or any(
+            template.match(uri) is not None for template in self._registry.templates.values()
+        )
+        if not known:
+            raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri}", data={"uri": uri})
+        return EmptyResult()
+
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListPromptsResult:
@@ -369,6 +467,19 @@ class _Handlers:
         )
 
     async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
+    ) -> GetPromptResult | InputRequiredResult:
+        if not is_legacy(ctx):
+            return await self._prompt_round(ctx, params)
+
+        async def rounds(
+            state: str | None, answers: dict[str, Any] | None
+        ) -> GetPromptResult | InputRequiredResult:
+            return await self._prompt_round(*_next_round(ctx, GetPromptRequestParams, state, answers))
+
+        return await _answered(play_rounds(ctx, rounds, self._long_tools.stopping))
+
+    async def _prompt_round(
         self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
     ) -> GetPromptResult | InputRequiredResult:
         prompt = self._registry.prompts.get(params.name)
@@ -421,6 +532,19 @@ class _Handlers:
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult | InputRequiredResult:
+        if not is_legacy(ctx):
+            return await self._resource_round(ctx, params)
+
+        async def rounds(
+            state: str | None, answers: dict[str, Any] | None
+        ) -> ReadResourceResult | InputRequiredResult:
+            return await self._resource_round(*_next_round(ctx, ReadResourceRequestParams, state, answers))
+
+        return await _answered(play_rounds(ctx, rounds, self._long_tools.stopping))
+
+    async def _resource_round(
+        self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult | InputRequiredResult:
         uri = str(params.uri)
         exchange, rnd = _open_round(ctx, params.input_responses, params.request_state)
         resource = self._registry.resources.get(uri)
@@ -458,6 +582,41 @@ class _Handlers:
                 has_more=len(values) > _MAX_COMPLETIONS,
             )
         )
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+def _next_round(
+    ctx: ServerRequestContext[Any, Any],
+    params_type: type[P],
+    state: str | None,
+    answers: dict[str, Any] | None,
+) -> tuple[ServerRequestContext[Any, Any], P]:
+    """The request as a 2026-era client would send its next round: the same params, with the
+    state and answers of the round before (used for a 2025-era client, whose questions are pushed)."""
+    wire = {
+        key: value
+        for key, value in (ctx.params or {}).items()
+        if key not in ("requestState", "inputResponses")
+    }
+    if state is not None:
+        wire["requestState"] = state
+    if answers is not None:
+        wire["inputResponses"] = answers
+    return replace(ctx, params=wire), params_type.model_validate(wire, by_name=False)
+
+
+async def _answered(rounds: Awaitable[T]) -> T:
+    """A prompt's or a resource's rounds: a question the client answered with an error fails the request."""
+    try:
+        return await rounds
+    except Unanswered as exc:
+        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+    except Interrupted:
+        raise MCPError(
+            code=INTERNAL_ERROR, message="This server is restarting; send the request again"
+        ) from None
 
 
 def _resource_contents(

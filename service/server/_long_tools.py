@@ -149,6 +149,10 @@ class LongTools:
             gauge=metrics.held_rounds,
         )
 
+    def stopping(self) -> bool:
+        """Whether this process is stopping (held rounds then answer at once)."""
+        return self._tasks.stopping
+
     def install(self, server: Server[Any]) -> None:
         """Advertise the extension and serve its three methods (``tasks/result``/``list`` stay -32601)."""
         server.extensions[TASKS_EXTENSION] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from mcp_types import (
@@ -124,6 +124,87 @@ class ContextForm(BaseModel):
     context: str
 
 
+# The 2025 era's elicitation scenarios (their questions are pushed; the answers are fixed).
+class PromptArgs(BaseModel):
+    prompt: str
+
+
+class MessageArgs(BaseModel):
+    message: str
+
+
+class InfoForm(BaseModel):
+    username: str = Field(description="User's response")
+    email: str = Field(description="User's email address")
+
+
+class DefaultsForm(BaseModel):
+    """SEP-1034: every primitive field carries a default."""
+
+    name: str = Field("John Doe", description="User name")
+    age: int = Field(30, description="User age")
+    score: float = Field(95.5, description="User score")
+    status: Literal["active", "inactive", "pending"] = Field("active", description="User status")
+    verified: bool = Field(True, description="Verification status")
+
+
+def _choices(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"const": value, "title": title} for value, title in pairs]
+
+
+# SEP-1330: the five enum shapes, as raw schema (a pydantic model cannot emit oneOf or enumNames).
+ENUMS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {
+            "type": "string",
+            "description": "Pick one option",
+            "enum": ["option1", "option2", "option3"],
+        },
+        "titledSingle": {
+            "type": "string",
+            "description": "Pick one titled option",
+            "oneOf": _choices(
+                ("value1", "First Option"), ("value2", "Second Option"), ("value3", "Third Option")
+            ),
+        },
+        "legacyEnum": {
+            "type": "string",
+            "description": "Pick one (legacy enumNames)",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
+        },
+        "untitledMulti": {
+            "type": "array",
+            "description": "Pick several options",
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        },
+        "titledMulti": {
+            "type": "array",
+            "description": "Pick several titled options",
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {
+                "anyOf": _choices(
+                    ("value1", "First Choice"), ("value2", "Second Choice"), ("value3", "Third Choice")
+                )
+            },
+        },
+    },
+    "required": [],
+}
+
+
+class EnumsAnswer(BaseModel):
+    untitledSingle: str | None = None
+    titledSingle: str | None = None
+    legacyEnum: str | None = None
+    untitledMulti: list[str] | None = None
+    titledMulti: list[str] | None = None
+
+
 def _text(text: str) -> TextContent:
     return TextContent(type="text", text=text)
 
@@ -190,6 +271,49 @@ async def _missing_capability(args: NoArgs, rnd: Round) -> ToolReturn:
 
 async def _logging_tool(args: NoArgs, rnd: Round) -> ToolReturn:
     return _content(_text("This tool sends no log notifications unless a log level is requested."))
+
+
+async def _with_logging(args: NoArgs, rnd: Round) -> ToolReturn:
+    for step, text in enumerate(
+        ("Tool execution started", "Tool processing data", "Tool execution completed")
+    ):
+        if step:
+            await anyio.sleep(0.05)
+        await rnd.log("info", text)
+    return _content(_text("Tool with logging executed successfully"))
+
+
+async def _sampling_prompt(args: PromptArgs, rnd: Round) -> ToolReturn:
+    answer = rnd.sampled("sampling")
+    if answer is None:
+        return rnd.ask({"sampling": sample(args.prompt, max_tokens=100)})
+    text = answer.content.text if isinstance(answer.content, TextContent) else ""
+    return _content(_text(f"LLM response: {text}"))
+
+
+def _elicited_text(
+    rnd: Round, key: str, message: str, form: type[BaseModel] | Mapping[str, Any], answer: type[BaseModel]
+) -> ToolReturn:
+    got = rnd.elicited(key, answer)
+    if got is None:
+        return rnd.ask({key: elicit(message, form)})
+    content = got.content.model_dump(mode="json", exclude_none=True) if got.content is not None else None
+    return _content(_text(f"Elicitation completed: action={got.action}, content={content}"))
+
+
+async def _elicitation_message(args: MessageArgs, rnd: Round) -> ToolReturn:
+    return _elicited_text(rnd, "info", args.message, InfoForm, InfoForm)
+
+
+async def _elicitation_defaults(args: NoArgs, rnd: Round) -> ToolReturn:
+    message = "Please review and update the form fields with defaults"
+    return _elicited_text(rnd, "defaults", message, DefaultsForm, DefaultsForm)
+
+
+async def _elicitation_enums(args: NoArgs, rnd: Round) -> ToolReturn:
+    return _elicited_text(
+        rnd, "enums", "Please select options from the enum fields", ENUMS_SCHEMA, EnumsAnswer
+    )
 
 
 async def _elicitation(args: NoArgs, rnd: Round) -> ToolReturn:
@@ -292,6 +416,10 @@ _TOOLS: Sequence[tuple[str, str, ToolHandler]] = (
     # Same flow as request_state: the server seals the state, so a tampered echo never reaches it.
     ("test_input_required_result_tampered_state", "MRTR: rejects a tampered requestState.", _request_state),
     ("test_input_required_result_capabilities", "MRTR: asks only what the client declared.", _capabilities),
+    # The 2025 era's: sent as log notifications and pushed questions on the call's stream.
+    ("test_tool_with_logging", "Logs three info messages while it runs.", _with_logging),
+    ("test_elicitation_sep1034_defaults", "Asks a form whose fields have defaults.", _elicitation_defaults),
+    ("test_elicitation_sep1330_enums", "Asks a form with every enum shape.", _elicitation_enums),
 )
 
 
@@ -342,6 +470,10 @@ async def _static_binary(variables: Mapping[str, str], rnd: Round) -> ResourceCo
     return base64.b64decode(PNG_BASE64)
 
 
+async def _watched(variables: Mapping[str, str], rnd: Round) -> ResourceContent:
+    return "Watched resource content"
+
+
 async def _template_data(variables: Mapping[str, str], rnd: Round) -> ResourceContent:
     item = variables["id"]
     return f'{{"id":"{item}","templateTest":true,"data":"Data for ID: {item}"}}'
@@ -385,6 +517,12 @@ def register_conformance_fixtures(registry: Registry) -> None:
     _register_task_fixtures(registry)
     for name, description, handler in _TOOLS:
         registry.add_tool(Tool(name=name, description=description, input_model=NoArgs, handler=handler))
+    registry.add_tool(
+        Tool("test_sampling", "Asks the client to sample the prompt.", PromptArgs, _sampling_prompt)
+    )
+    registry.add_tool(
+        Tool("test_elicitation", "Asks the user for a name and an email.", MessageArgs, _elicitation_message)
+    )
     registry.add_tool(
         Tool("test_custom_header", "SEP-2243: a parameter mirrored in a header.", HeaderArgs, _custom_header)
     )
@@ -437,6 +575,16 @@ def register_conformance_fixtures(registry: Registry) -> None:
             mime_type="image/png",
             description="A static binary resource (image) for testing",
             title="Static Binary Resource",
+        )
+    )
+    registry.add_resource(
+        Resource(
+            "test://watched-resource",
+            "watched-resource",
+            _watched,
+            mime_type="text/plain",
+            description="A resource clients may subscribe to",
+            title="Watched Resource",
         )
     )
     registry.add_template(

@@ -9,11 +9,12 @@ arguments digest, audience and expiry) before it leaves and verifies before the 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from mcp.server.context import ServerRequestContext
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import (
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -25,6 +26,7 @@ from mcp_types import (
     ElicitResult,
     InputRequiredResult,
     ListRootsResult,
+    LoggingLevel,
     RootsCapability,
     SamplingCapability,
 )
@@ -147,6 +149,17 @@ class Round:
         if not kept and state is None:
             raise ValueError("ask() needs at least one input request or a state")
         return InputRequiredResult(input_requests=kept or None, request_state=state)
+
+    async def log(self, level: LoggingLevel, data: Any, logger: str | None = None) -> None:
+        """Send a log message about this call, on its stream: to a 2025-era client always, to a
+        2026-era client only when the request asked for that level (``_meta`` logLevel)."""
+        with warnings.catch_warnings():
+            # Deprecated as a capability in 2026-07-28; still how a call's log reaches either era.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            sending = self._ctx.session.send_log_message(
+                level, data, logger, related_request_id=self._ctx.request_id
+            )
+        await sending
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress; sent (as SSE) only when the request carried a progressToken."""
