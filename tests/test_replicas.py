@@ -9,7 +9,9 @@ API and a worker mid-flow loses nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import json
 import secrets
 import signal
 import subprocess
@@ -18,11 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from service.temporal import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, worker_ready
-from tests.wire import TASKS_EXTENSION, eventually, post, result
+from tests.proxy import RoundRobin
+from tests.wire import TASKS_EXTENSION, Legacy, eventually, post, result, sse_lines
 
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -272,4 +276,93 @@ def test_killing_an_api_and_a_worker_mid_flow_loses_no_flow(cluster: Cluster) ->
     )
     assert replayed == closed
     for ticket_id in [*closing, *waiting_tickets, mrtr_long_ticket, quick_ticket]:
+        assert _events(cluster, ticket_id) == ["created", "closed"]
+
+
+# The 2025 era behind a round-robin balancer ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def balancer(cluster: Cluster) -> Iterator[RoundRobin]:
+    """Round robin over two replicas the tests above never kill."""
+    proxy = RoundRobin([cluster.apis[0].url, cluster.apis[2].url]).start()
+    yield proxy
+    proxy.close()
+
+
+def _bulk_call(customer: str, call_id: str, **meta: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": call_id,
+        "method": "tools/call",
+        "params": {"name": "bulk_close_tickets", "arguments": {"customer": customer}, "_meta": meta},
+    }
+
+
+def _legacy_ticket(session: Legacy, customer: str) -> str:
+    params = {"name": "create_ticket", "arguments": {"title": "Printer on fire", "customer": customer}}
+    ticket_id: str = result(session.request("tools/call", params))["structuredContent"]["ticketId"]
+    return ticket_id
+
+
+def test_a_2025_session_and_its_pushed_question_move_between_replicas(
+    cluster: Cluster, balancer: RoundRobin
+) -> None:
+    session = Legacy(balancer.url, caps=FORM_CAPS, headers=AUTH)
+    session.open()
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = [_legacy_ticket(session, customer) for _ in range(2)]
+    body = _bulk_call(customer, "bulk-1", progressToken="p-1")
+    with httpx.stream("POST", balancer.url, json=body, headers=session.headers(), timeout=60) as stream:
+        holder = balancer.routed[-1].upstream
+        messages = sse_lines(stream.iter_lines())
+        question = next(messages)
+        assert question["method"] == "elicitation/create"
+        answer = {"action": "accept", "content": {"confirm": True, "reason": "Resolved"}}
+        assert session.answer(question["id"], answer).status_code == 202
+        answered_on = balancer.routed[-1].upstream
+        rest = list(messages)
+    assert answered_on != holder  # the answer reached the waiting call through the other replica
+    assert rest[-1]["result"]["structuredContent"]["closed"] == tickets
+    assert any(message.get("method") == "notifications/progress" for message in rest[:-1])
+    # Every request of the session alternated between the two replicas.
+    used = balancer.upstreams_of(session.session)
+    assert set(used) == {cluster.apis[0].url, cluster.apis[2].url}
+    assert all(first != second for first, second in itertools.pairwise(used))
+    for ticket_id in tickets:
+        assert _events(cluster, ticket_id) == ["created", "closed"]
+
+
+def test_killing_the_replica_that_holds_a_long_call_loses_nothing_and_the_call_reattaches(
+    cluster: Cluster, balancer: RoundRobin
+) -> None:
+    """The documented way back (docs/protocol.md): call again with the same idempotency key."""
+    session = Legacy(balancer.url, caps=FORM_CAPS, headers=AUTH)
+    session.open()
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = [_legacy_ticket(session, customer) for _ in range(3)]
+    key = {"longtools.dev/idempotency-key": f"bulk-{customer}"}
+    body = _bulk_call(customer, "bulk-1", progressToken="p-1", **key)
+    with httpx.stream("POST", balancer.url, json=body, headers=session.headers(), timeout=60) as stream:
+        holder = next(api for api in cluster.apis if api.url == balancer.routed[-1].upstream)
+        messages = sse_lines(stream.iter_lines())
+        question = next(messages)
+        answer = {"action": "accept", "content": {"confirm": True, "reason": "Resolved"}}
+        assert session.answer(question["id"], answer).status_code == 202
+        progress = next(messages)
+        assert progress["method"] == "notifications/progress"  # the work has begun: kill its holder
+        holder.stop(signal.SIGKILL)
+        with contextlib.suppress(httpx.HTTPError):
+            assert all("result" not in message for message in messages)
+
+    body = _bulk_call(customer, "bulk-2", progressToken="p-2", **key)
+    with httpx.stream("POST", balancer.url, json=body, headers=session.headers(), timeout=60) as stream:
+        final = (
+            list(sse_lines(stream.iter_lines()))[-1]
+            if stream.headers["content-type"] == ("text/event-stream")
+            else json.loads(stream.read())
+        )
+    assert final["id"] == "bulk-2"
+    assert final["result"]["structuredContent"]["closed"] == tickets
+    for ticket_id in tickets:
         assert _events(cluster, ticket_id) == ["created", "closed"]
