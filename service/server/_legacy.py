@@ -58,6 +58,7 @@ from starlette.types import Receive, Scope, Send
 
 from service._logging import request_info
 from service.auth import principal_of_scope
+from service.server._long_tools import temporal_errors
 from service.server._sessions import LegacySession, Seals
 from service.tasks import Mailboxes
 
@@ -248,7 +249,12 @@ class LegacyEra:
             await _reply(asgi, _error(None, INVALID_REQUEST, "Unknown or expired request id"), 400)
             return
         answer = {"result": decoded["result"]} if "result" in decoded else {"error": decoded["error"]}
-        await self._mailboxes.post(box, answer, ttl_s=self._question_ttl_s)
+        try:
+            async with temporal_errors("answer"):
+                await self._mailboxes.post(box, answer, ttl_s=self._question_ttl_s)
+        except MCPError as exc:  # Temporal is unreachable: the client may send the answer again
+            await _reply(asgi, JSONRPCError(jsonrpc="2.0", id=None, error=exc.error), 503)
+            return
         await Response(status_code=202)(*asgi)
 
     def _context(

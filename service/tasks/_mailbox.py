@@ -26,6 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from service._settings import Settings
 from service.tasks._changes import Changes, Mark
 from service.tasks._run_once import signalled_outcome
+from service.temporal import unreachable
 from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
 
 log = structlog.get_logger("longtools.mailbox")
@@ -56,7 +57,15 @@ class Mailboxes:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(LOCAL_FIRST_S):
                     return await asyncio.shield(arrived)
-            return await self._from_record(box, arrived, ttl_s)
+            try:
+                return await self._from_record(box, arrived, ttl_s)
+            except (RPCError, RuntimeError) as exc:
+                if not (isinstance(exc, RPCError) or unreachable(exc)):
+                    raise
+                # Temporal is out of reach: an answer can still come to this process (one posted
+                # elsewhere is refused there with 503, and the client may send it again).
+                log.warning("answer_box_unreachable", box=box, detail=str(exc))
+                return await arrived
         finally:
             del self._waiting[box]
 
