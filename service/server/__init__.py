@@ -1,6 +1,6 @@
 """The API: the ASGI app, the HTTP gate in front of the SDK, the SDK server's handlers, quick
-tools' MRTR rounds, and long tools on the wire (``tools/call`` as a task or as rounds, and
-``tasks/*``). API process.
+tools' MRTR rounds, long tools on the wire (``tools/call`` as a task or as rounds, and
+``tasks/*``), and the 2025 era's sealed sessions and pushed questions. API process.
 
 May import ``service.auth``, ``service.tools``, ``service.tasks``, ``service.temporal`` and the
 shared ``service._*`` modules; never the terminal client or the command line.
@@ -9,5 +9,6 @@ shared ``service._*`` modules; never the terminal client or the command line.
 from __future__ import annotations
 
 from service.server._app import MCP_PATH, create_app, front_door
+from service.server._sessions import LegacySession, Seals
 
-__all__ = ["MCP_PATH", "create_app", "front_door"]
+__all__ = ["MCP_PATH", "LegacySession", "Seals", "create_app", "front_door"]
