@@ -261,3 +261,32 @@ def test_a_chunked_oversized_body_is_refused_without_a_server_error(mcp_url: str
     response = httpx.post(mcp_url, content=chunks(), headers=headers_for("tools/list", {}))
     assert response.status_code == 413
     assert "too large" in response.text.lower()
+
+
+def test_a_tools_log_reaches_a_2026_client_only_at_the_level_it_asked_for(mcp_url: str) -> None:
+    """Spec (2026-07-28 logging): log delivery is a per-request opt-in (``_meta`` logLevel), on the
+    request's own stream; absent means none. ``rnd.log`` sends at info."""
+    quiet = post(mcp_url, "tools/call", {"name": "test_tool_with_logging"})
+    assert not is_sse(quiet)
+    asked = {"name": "test_tool_with_logging", "_meta": meta(**{"io.modelcontextprotocol/logLevel": "info"})}
+    loud = post(mcp_url, "tools/call", asked)
+    logged = [
+        message["params"]
+        for message in sse_messages(loud)
+        if message.get("method") == "notifications/message"
+    ]
+    assert [entry["data"] for entry in logged] == [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ]
+    assert {entry["level"] for entry in logged} == {"info"}
+    too_high = {
+        "name": "test_tool_with_logging",
+        "_meta": meta(**{"io.modelcontextprotocol/logLevel": "error"}),
+    }
+    assert not [
+        m
+        for m in sse_messages(post(mcp_url, "tools/call", too_high))
+        if m.get("method") == "notifications/message"
+    ]

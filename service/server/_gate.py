@@ -125,7 +125,7 @@ class McpGate:
             scope = {**scope, "headers": [*scope["headers"], (_VERSION_HEADER, b"")]}
             await self._app(scope, receive, send)
             return
-        request_info()["era"] = version.decode("latin-1")
+        request_info()["era"] = _latin1(version)
         if self._plain is None or self._streams is None:
             await self._app(scope, receive, send)
             return
