@@ -141,6 +141,29 @@ def test_a_question_is_pushed_on_the_call_stream_and_its_answer_posted_back(mcp_
     assert _history(session, ticket_id) == ["created", "closed"]
 
 
+def test_a_question_answered_with_an_error_is_a_tool_error_and_nothing_happens(mcp_url: str) -> None:
+    session = Legacy(mcp_url, caps=FORM)
+    session.open()
+    ticket_id = _ticket(session, f"c-{secrets.token_hex(4)}")
+    body = {
+        "jsonrpc": "2.0",
+        "id": "call-2",
+        "method": "tools/call",
+        "params": {"name": "close_ticket", "arguments": {"ticketId": ticket_id}},
+    }
+    with httpx.stream("POST", mcp_url, json=body, headers=session.headers(), timeout=60) as stream:
+        messages = sse_lines(stream.iter_lines())
+        question = next(messages)
+        refusal = {"jsonrpc": "2.0", "id": question["id"], "error": {"code": -32603, "message": "no UI"}}
+        assert session.send(refusal).status_code == 202
+        final = next(messages)
+    assert final["result"]["isError"] is True
+    assert final["result"]["content"][0]["text"] == (
+        "The client did not answer the question 'close_reason': no UI (-32603)"
+    )
+    assert _history(session, ticket_id) == ["created"]
+
+
 def test_an_answer_to_a_question_never_pushed_is_refused(mcp_url: str) -> None:
     session = Legacy(mcp_url)
     session.open()

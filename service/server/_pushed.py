@@ -97,9 +97,12 @@ async def _ask(ctx: ServerRequestContext[Any, Any], questions: Mapping[str, Inpu
     async def one(key: str, question: InputRequest) -> None:
         answers[key] = await _push(ctx, key, question)
 
-    async with anyio.create_task_group() as tg:
-        for key, question in questions.items():
-            tg.start_soon(one, key, question)
+    try:
+        async with anyio.create_task_group() as tg:
+            for key, question in questions.items():
+                tg.start_soon(one, key, question)
+    except ExceptionGroup as failed:  # the first question that failed speaks for the round
+        raise failed.exceptions[0] from None
     return answers
 
 
