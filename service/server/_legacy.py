@@ -103,9 +103,11 @@ class _Request:
         )
         answer = await self.mailboxes.take(box, ttl_s=self.question_ttl_s)
         error = answer.get("error")
-        if isinstance(error, dict):
+        if isinstance(error, dict):  # the client's own words, bounded: they reach the tool result
+            code = error.get("code")
             raise MCPError(
-                code=int(error.get("code", INVALID_REQUEST)), message=str(error.get("message", ""))
+                code=code if isinstance(code, int) else INVALID_REQUEST,
+                message=str(error.get("message", ""))[:200],
             )
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
