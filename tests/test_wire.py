@@ -268,7 +268,10 @@ def test_a_tools_log_reaches_a_2026_client_only_at_the_level_it_asked_for(mcp_ur
     request's own stream; absent means none. ``rnd.log`` sends at info."""
     quiet = post(mcp_url, "tools/call", {"name": "test_tool_with_logging"})
     assert not is_sse(quiet)
-    asked = {"name": "test_tool_with_logging", "_meta": meta(**{"io.modelcontextprotocol/logLevel": "info"})}
+    asked = {
+        "name": "test_tool_with_logging",
+        "_meta": {**meta(), "io.modelcontextprotocol/logLevel": "info"},
+    }
     loud = post(mcp_url, "tools/call", asked)
     logged = [
         message["params"]
@@ -283,7 +286,7 @@ def test_a_tools_log_reaches_a_2026_client_only_at_the_level_it_asked_for(mcp_ur
     assert {entry["level"] for entry in logged} == {"info"}
     too_high = {
         "name": "test_tool_with_logging",
-        "_meta": meta(**{"io.modelcontextprotocol/logLevel": "error"}),
+        "_meta": {**meta(), "io.modelcontextprotocol/logLevel": "error"},
     }
     assert not [
         m
