@@ -21,7 +21,17 @@ from temporalio.client import Client
 from service._settings import Settings
 from service.temporal import start_dev_server
 from tests.conftest import Served, start_server, start_worker
-from tests.wire import TASKS_EXTENSION, error, eventually, meta, post, result, wait_for_task
+from tests.wire import (
+    TASKS_EXTENSION,
+    Legacy,
+    error,
+    eventually,
+    meta,
+    post,
+    result,
+    sse_lines,
+    wait_for_task,
+)
 
 # Each test has its own principals: the bounds are per principal, and tasks outlive a test.
 TOKENS = {name: secrets.token_urlsafe(24) for name in ("alice", "bob", "carol", "dave", "erin", "frank")}
@@ -180,3 +190,32 @@ def _answer_signals(address: str, task_id: str) -> int:
         return signalled
 
     return asyncio.run(count())
+
+
+def test_a_2025_era_call_waiting_for_its_answer_counts_as_a_held_round(bounded: Served) -> None:
+    """Issue 15: a pushed question's wait holds a connection as a held round does, and is bounded
+    the same way."""
+    session = Legacy(
+        bounded.url,
+        caps={"elicitation": {"form": {}}},
+        headers={"authorization": f"Bearer {TOKENS['frank']}"},
+    )
+    session.open()
+    body = {
+        "jsonrpc": "2.0",
+        "id": "held",
+        "method": "tools/call",
+        "params": {"name": "test_input_required_result_elicitation"},
+    }
+    with httpx.stream("POST", bounded.url, json=body, headers=session.headers(), timeout=60) as stream:
+        messages = sse_lines(stream.iter_lines())
+        question = next(messages)
+        assert _metric(bounded, "longtools_mrtr_held_rounds") == 1
+        refused = session.request("tools/call", {"name": "test_input_required_result_elicitation"}).json()
+        assert refused["error"]["data"] == {"limit": "LONGTOOLS_MAX_HELD_ROUNDS_PER_PRINCIPAL", "value": 1}
+        assert (
+            session.answer(question["id"], {"action": "accept", "content": {"name": "Ada"}}).status_code
+            == 202
+        )
+        assert next(messages)["result"]["content"][0]["text"] == "Hello, Ada!"
+    assert _metric(bounded, "longtools_mrtr_held_rounds") == 0

@@ -64,7 +64,14 @@ from service._settings import Settings
 from service.auth import Caller, caller_of, principal_hash, principal_of
 from service.server._exchange import STATE_REFUSED, Exchange
 from service.server._long_tools import LongTools, temporal_errors
-from service.server._pushed import Interrupted, Unanswered, is_legacy, needs_capability, play_rounds
+from service.server._pushed import (
+    Interrupted,
+    Rounds,
+    Unanswered,
+    is_legacy,
+    needs_capability,
+    play_rounds,
+)
 from service.tasks import KeyReused, RunOnce, Tasks, args_digest, derive_id, key_reused, state_used
 from service.tools import (
     Registry,
@@ -336,7 +343,7 @@ class _Handlers:
             return await self._call_round(again, typed)
 
         try:
-            return await play_rounds(ctx, rounds, self._long_tools.stopping)
+            return await self._play(ctx, rounds)
         except Unanswered as exc:
             return tool_error_result(str(exc))
         except Interrupted:
@@ -352,6 +359,12 @@ class _Handlers:
                 f"{tool_name} needs to ask you something through {lacking}, which this client does not "
                 "support (it did not declare that capability when it connected)"
             )
+
+    async def _play(self, ctx: ServerRequestContext[Any, Any], rounds: Rounds[T]) -> T:
+        """A 2025-era request's rounds, played out with their questions pushed; its waits for
+        answers count against the held-round bounds, and a stopping process ends them."""
+        holding = partial(self._long_tools.holding, principal_of(ctx))
+        return await play_rounds(ctx, rounds, stopping=self._long_tools.stopping, holding=holding)
 
     async def _call_round(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
@@ -477,7 +490,7 @@ class _Handlers:
         ) -> GetPromptResult | InputRequiredResult:
             return await self._prompt_round(*_next_round(ctx, GetPromptRequestParams, state, answers))
 
-        return await _answered(play_rounds(ctx, rounds, self._long_tools.stopping))
+        return await _answered(self._play(ctx, rounds))
 
     async def _prompt_round(
         self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams
@@ -540,7 +553,7 @@ class _Handlers:
         ) -> ReadResourceResult | InputRequiredResult:
             return await self._resource_round(*_next_round(ctx, ReadResourceRequestParams, state, answers))
 
-        return await _answered(play_rounds(ctx, rounds, self._long_tools.stopping))
+        return await _answered(self._play(ctx, rounds))
 
     async def _resource_round(
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams

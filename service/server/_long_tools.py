@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -152,6 +152,15 @@ class LongTools:
     def stopping(self) -> bool:
         """Whether this process is stopping (held rounds then answer at once)."""
         return self._tasks.stopping
+
+    def holding(self, principal: str) -> AbstractContextManager[None]:
+        """Count a wait of ``principal``'s against the held-round bounds while inside (a 2025-era
+        call waiting for a pushed answer holds a connection just as a held round does).
+
+        Raises:
+            MCPError: -32600 naming the bound that was reached.
+        """
+        return self._held.hold(principal)
 
     def install(self, server: Server[Any]) -> None:
         """Advertise the extension and serve its three methods (``tasks/result``/``list`` stay -32601)."""

@@ -11,6 +11,7 @@ once; the round itself waits for the workflow.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import anyio
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 from service.tools import as_wire
 from workflows import InputRequest
 
-__all__ = ["Interrupted", "Unanswered", "is_legacy", "needs_capability", "play_rounds"]
+__all__ = ["Interrupted", "Rounds", "Unanswered", "is_legacy", "needs_capability", "play_rounds"]
 
 R = TypeVar("R")
 Rounds = Callable[[str | None, dict[str, Any] | None], Awaitable[R | InputRequiredResult]]
@@ -58,9 +59,14 @@ def is_legacy(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 async def play_rounds(
-    ctx: ServerRequestContext[Any, Any], rounds: Rounds[R], stopping: Callable[[], bool]
+    ctx: ServerRequestContext[Any, Any],
+    rounds: Rounds[R],
+    *,
+    stopping: Callable[[], bool],
+    holding: Callable[[], AbstractContextManager[None]],
 ) -> R:
-    """Run ``rounds`` until one finishes, pushing each round's questions to the client.
+    """Run ``rounds`` until one finishes, pushing each round's questions to the client; each wait
+    for answers is counted by ``holding`` (the held-round bounds).
 
     Raises:
         Unanswered: the client answered a question with an error.
@@ -78,7 +84,11 @@ async def play_rounds(
         if not questions and stopping():
             # A held round answers at once while the process stops; running it again would spin.
             raise Interrupted
-        answers = await _ask(ctx, questions) if questions else None
+        if not questions:
+            answers = None
+            continue
+        with holding():
+            answers = await _ask(ctx, questions)
 
 
 def needs_capability(exc: MCPError) -> str | None:
