@@ -49,6 +49,11 @@ def _history(session: Legacy, ticket_id: str) -> list[str]:
     return [entry["event"] for entry in got["structuredContent"]["history"]]
 
 
+def _close_call(call_id: str, ticket_id: str) -> dict[str, Any]:
+    params = {"name": "close_ticket", "arguments": {"ticketId": ticket_id}}
+    return {"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": params}
+
+
 # The wire ------------------------------------------------------------------------------------
 
 
@@ -119,12 +124,7 @@ def test_a_question_is_pushed_on_the_call_stream_and_its_answer_posted_back(mcp_
     session = Legacy(mcp_url, caps=FORM)
     session.open()
     ticket_id = _ticket(session, f"c-{secrets.token_hex(4)}")
-    body = {
-        "jsonrpc": "2.0",
-        "id": "call-1",
-        "method": "tools/call",
-        "params": {"name": "close_ticket", "arguments": {"ticketId": ticket_id}},
-    }
+    body = _close_call("call-1", ticket_id)
     with httpx.stream("POST", mcp_url, json=body, headers=session.headers(), timeout=60) as stream:
         assert stream.headers["content-type"] == "text/event-stream"
         messages = sse_lines(stream.iter_lines())
@@ -145,12 +145,7 @@ def test_a_question_answered_with_an_error_is_a_tool_error_and_nothing_happens(m
     session = Legacy(mcp_url, caps=FORM)
     session.open()
     ticket_id = _ticket(session, f"c-{secrets.token_hex(4)}")
-    body = {
-        "jsonrpc": "2.0",
-        "id": "call-2",
-        "method": "tools/call",
-        "params": {"name": "close_ticket", "arguments": {"ticketId": ticket_id}},
-    }
+    body = _close_call("call-2", ticket_id)
     with httpx.stream("POST", mcp_url, json=body, headers=session.headers(), timeout=60) as stream:
         messages = sse_lines(stream.iter_lines())
         question = next(messages)

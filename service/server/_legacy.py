@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import anyio
 import structlog
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
 from mcp.server.runner import modern_error_data, serve_one
@@ -313,13 +313,7 @@ class LegacyEra:
         async with events, anyio.create_task_group() as tg:
             tg.start_soon(run_handler)
             tg.start_soon(watch_disconnect, tg.cancel_scope)
-            event: bytes | None = None
-            done = False
-            with anyio.move_on_after(_SSE_PING_INTERVAL_S):
-                try:
-                    event = await events.receive()
-                except anyio.EndOfStream:
-                    done = True
+            event, done = await _next_event(events)
             if done:
                 await _reply(asgi, outcome[0], 200)
             else:
@@ -328,14 +322,20 @@ class LegacyEra:
                     await send(
                         {"type": "http.response.body", "body": event or b": ping\r\n\r\n", "more_body": True}
                     )
-                    event = None
-                    with anyio.move_on_after(_SSE_PING_INTERVAL_S):
-                        try:
-                            event = await events.receive()
-                        except anyio.EndOfStream:
-                            done = True
+                    event, done = await _next_event(events)
                 await send({"type": "http.response.body", "body": _sse_event(outcome[0]), "more_body": False})
             tg.cancel_scope.cancel()
+
+
+async def _next_event(events: MemoryObjectReceiveStream[bytes]) -> tuple[bytes | None, bool]:
+    """The handler's next event within a keep-alive interval (None when it sent none), and whether
+    it has finished."""
+    with anyio.move_on_after(_SSE_PING_INTERVAL_S):
+        try:
+            return await events.receive(), False
+        except anyio.EndOfStream:
+            return None, True
+    return None, False
 
 
 def _logged(value: object) -> str | None:

@@ -76,19 +76,8 @@ class Mailboxes:
             if not arrived.done():
                 arrived.set_result(answer)
             return
-        client = self._connection()
         try:
-            await client.start_workflow(
-                ONCE_WORKFLOW,
-                id=_workflow_id(box),
-                task_queue=self._settings.task_queue,
-                execution_timeout=timedelta(seconds=ttl_s),
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                start_signal=OUTCOME_SIGNAL,
-                start_signal_args=[answer],
-                rpc_timeout=self._rpc_timeout,
-            )
+            await self._start_record(box, ttl_s, start_signal=OUTCOME_SIGNAL, start_signal_args=[answer])
         except WorkflowAlreadyStartedError:
             log.info("answer_already_given", box=box)  # the record closed on a first answer
 
@@ -98,17 +87,7 @@ class Mailboxes:
         client = self._connection()
         handle: WorkflowHandle[Any, Any]
         try:
-            handle = await client.start_workflow(
-                ONCE_WORKFLOW,
-                id=_workflow_id(box),
-                task_queue=self._settings.task_queue,
-                execution_timeout=timedelta(seconds=ttl_s),
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                # A record another replica made is closed as soon as a worker sees its answer:
-                # find that one, never start a second, empty one.
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                rpc_timeout=self._rpc_timeout,
-            )
+            handle = await self._start_record(box, ttl_s)
         except WorkflowAlreadyStartedError:
             handle = client.get_workflow_handle(_workflow_id(box))
         run_id = handle.result_run_id or ""
@@ -126,6 +105,25 @@ class Mailboxes:
             await asyncio.wait(watching, return_when=asyncio.FIRST_COMPLETED)
             changed.cancel()
         return arrived.result()
+
+    async def _start_record(self, box: str, ttl_s: float, **signal: Any) -> WorkflowHandle[Any, Any]:
+        """Start the box's record, or join it while it runs (with ``signal``: signal-with-start).
+
+        Raises:
+            WorkflowAlreadyStartedError: the record has closed: a worker has seen its answer.
+        """
+        return await self._connection().start_workflow(
+            ONCE_WORKFLOW,
+            id=_workflow_id(box),
+            task_queue=self._settings.task_queue,
+            execution_timeout=timedelta(seconds=ttl_s),
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # The record closes as soon as a worker sees its answer: find that one (from either
+            # side), never start a second, empty one.
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            rpc_timeout=self._rpc_timeout,
+            **signal,
+        )
 
 
 def _workflow_id(box: str) -> str:
