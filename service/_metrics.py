@@ -101,6 +101,12 @@ class Metrics:
             "MRTR rounds this process holds open while a task works (bounded by max_held_rounds)",
             registry=self.registry,
         )
+        self.listen_streams = Gauge(
+            "longtools_listen_streams",
+            "subscriptions/listen streams this process holds open (bounded per principal by "
+            "max_listens_per_principal)",
+            registry=self.registry,
+        )
         self._tasks_created = Counter(
             "longtools_tasks_created", "Tasks started by the API", ["tool"], registry=self.registry
         )

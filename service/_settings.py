@@ -119,6 +119,31 @@ class Settings(BaseSettings):
         description="Milliseconds `tools/call` waits for a long tool it started as a task to finish; "
         "one that completes within them is answered with its result, not the task (0: always the task).",
     )
+    task_list_page_size: int = Field(
+        50, ge=1, le=1000, description="Most tasks one 2025-era `tasks/list` page shows."
+    )
+    task_tool_wait_s: float = Field(
+        10.0,
+        ge=0,
+        le=60,
+        description="Seconds a long tool's call, and `task_status`/`task_answer`, wait for the task to end "
+        "or ask before answering where it stands, for a client with neither tasks nor elicitation "
+        "(which follows its tasks through the task tools).",
+    )
+    task_tools: Literal["when_needed", "always"] = Field(
+        "when_needed",
+        description="Whom `tools/list` shows `task_status`, `task_answer` and `task_cancel`: 'when_needed' "
+        "to clients that declared neither tasks nor elicitation, 'always' to every client. Anyone may "
+        "call them.",
+    )
+    max_listen_task_ids: int = Field(
+        100, ge=1, description="Most task ids one `subscriptions/listen` stream may follow."
+    )
+    max_listens_per_principal: int = Field(
+        20,
+        ge=1,
+        description="Most `subscriptions/listen` streams one principal may hold open on an API process.",
+    )
     mrtr_wait_s: float = Field(
         30.0,
         ge=0,

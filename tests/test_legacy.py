@@ -74,7 +74,9 @@ def test_initialize_negotiates_a_2025_version_and_hands_out_a_sealed_session(
     assert initialized["protocolVersion"] == negotiated
     assert initialized["serverInfo"]["name"] == "longtools"
     capabilities = initialized["capabilities"]
-    assert set(capabilities) == {"tools", "prompts", "resources", "logging", "completions"}
+    # 2025-11-25 is the one handshake-era revision with tasks: only it is offered them.
+    tasks = {"tasks"} if negotiated == "2025-11-25" else set()
+    assert set(capabilities) == {"tools", "prompts", "resources", "logging", "completions", *tasks}
     assert capabilities["resources"]["subscribe"] is True
     assert "resultType" not in initialized  # a 2026-era field never reaches a 2025-era client
     assert session.session.startswith("v1.")

@@ -37,6 +37,7 @@ from tests.wire import (
 TOKENS = {name: secrets.token_urlsafe(24) for name in ("alice", "bob", "carol", "dave", "erin", "frank")}
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 IDEMPOTENCY = "longtools.dev/idempotency-key"
+FORMS = {"elicitation": {"form": {}}}
 
 
 @pytest.fixture(scope="module")
@@ -101,13 +102,14 @@ def _metric(served: Served, name: str) -> float:
 
 
 def test_held_rounds_are_bounded_per_principal_and_per_process(bounded: Served) -> None:
-    """A held round here is ``slow_compute`` without the tasks extension, held while it works."""
+    """A held round here is ``slow_compute`` without the tasks extension, held while it works (the
+    client declares elicitation, so it follows the call through rounds, not the task tools)."""
     held: list[httpx.Response] = []
 
     def hold(name: str) -> threading.Thread:
         def run() -> None:
             params = {"name": "slow_compute", "arguments": {"seconds": 5}}
-            held.append(_as(name, bounded.url, "tools/call", params, caps={}))
+            held.append(_as(name, bounded.url, "tools/call", params, caps=FORMS))
 
         thread = threading.Thread(target=run)
         thread.start()
@@ -116,13 +118,14 @@ def test_held_rounds_are_bounded_per_principal_and_per_process(bounded: Served) 
     threads = [hold("carol")]
     eventually(lambda: _metric(bounded, "longtools_mrtr_held_rounds") == 1)
     call = {"name": "slow_compute", "arguments": {"seconds": 5}}
-    assert _limit(_as("carol", bounded.url, "tools/call", call, caps={})) == (
+    assert _limit(_as("carol", bounded.url, "tools/call", call, caps=FORMS)) == (
         "LONGTOOLS_MAX_HELD_ROUNDS_PER_PRINCIPAL",
         1,
     )
     threads.append(hold("dave"))
     eventually(lambda: _metric(bounded, "longtools_mrtr_held_rounds") == 2)
-    assert _limit(_as("erin", bounded.url, "tools/call", call, caps={})) == ("LONGTOOLS_MAX_HELD_ROUNDS", 2)
+    erin = _as("erin", bounded.url, "tools/call", call, caps=FORMS)
+    assert _limit(erin) == ("LONGTOOLS_MAX_HELD_ROUNDS", 2)
     for thread in threads:
         thread.join(timeout=60)
     assert [response.status_code for response in held] == [200, 200]

@@ -43,11 +43,14 @@ _LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*
 
 
 def _may_stream(registry: Registry, method: str | None, params: Mapping[str, Any]) -> bool:
-    """Whether a request may need SSE: it asks for progress or for log messages, it is a round of
+    """Whether a request may need SSE: it asks for progress or for log messages, it is a stream of
+    notifications (``subscriptions/listen``), it is a round of
     a long tool (held open while the work runs, with keep-alive pings), or a claimed round that
     may wait for a duplicate's outcome. Everything else is answered as plain JSON."""
     meta = params.get("_meta")
     if isinstance(meta, dict) and (meta.get("progressToken") is not None or LOG_LEVEL_META_KEY in meta):
+        return True
+    if method == "subscriptions/listen":
         return True
     if method != "tools/call":
         return False

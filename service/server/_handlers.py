@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     BlobResourceContents,
     CallToolRequestParams,
     CallToolResult,
@@ -48,6 +49,7 @@ from mcp_types import (
     SetLevelRequestParams,
     SubscribeRequestParams,
     TextResourceContents,
+    ToolExecution,
     UnsubscribeRequestParams,
 )
 from mcp_types import Prompt as WirePrompt
@@ -63,7 +65,8 @@ from service._metrics import Metrics
 from service._settings import Settings
 from service.auth import Caller, caller_of, principal_hash, principal_of
 from service.server._exchange import STATE_REFUSED, Exchange
-from service.server._long_tools import LongTools, temporal_errors
+from service.server._legacy_tasks import TASK_CALL, speaks_tasks
+from service.server._long_tools import LongTools
 from service.server._pushed import (
     Interrupted,
     Rounds,
@@ -72,6 +75,8 @@ from service.server._pushed import (
     needs_capability,
     play_rounds,
 )
+from service.server._task_tools import TASK_TOOLS, task_tool_listing
+from service.server._wire import follows_by_tools, temporal_errors
 from service.tasks import KeyReused, RunOnce, Tasks, args_digest, derive_id, key_reused, state_used
 from service.tools import (
     Registry,
@@ -108,6 +113,9 @@ def build_server(
     # Logs name a principal by a keyed hash; computed once per principal (an HMAC per request was
     # 2% of a plain tools/call's CPU).
     hash_principal = lru_cache(maxsize=4096)(partial(principal_hash, key=id_secret))
+    taken = sorted(set(TASK_TOOLS) & set(registry.tools))
+    if taken:
+        raise ValueError(f"Tool names reserved for the built-in task tools: {', '.join(taken)}")
     handlers = _Handlers(settings, registry, long_tools, once, id_secret, hash_principal)
     server: Server[Any] = _Server(
         settings.server_name,
@@ -124,6 +132,7 @@ def build_server(
     # Registered directly, not as on_call_tool: that typed slot does not admit the Tasks
     # extension's CreateTaskResult (resultType "task"), which the runner passes through as is.
     server.add_request_handler("tools/call", CallToolRequestParams, handlers.call_tool)
+    server.add_request_handler(TASK_CALL, CallToolRequestParams, handlers.call_tool_as_task)
     # The 2025 era's own methods (the runner answers -32601 to them at 2026-07-28).
     server.add_request_handler("logging/setLevel", SetLevelRequestParams, handlers.set_level)
     server.add_request_handler("resources/subscribe", SubscribeRequestParams, handlers.subscribe)
@@ -144,7 +153,7 @@ class _Server(Server[Any]):
 
     ``logging/setLevel`` is served for the 2025 era only, so the 2026 era's capabilities keep no
     ``logging`` (log delivery there is a per-request opt-in); the tasks extension is a 2026-era
-    extension, so ``initialize`` does not offer it.
+    extension, so ``initialize`` does not offer it (the 2025-era path adds 2025-11-25's own tasks).
     """
 
     def get_capabilities(
@@ -159,7 +168,17 @@ class _Server(Server[Any]):
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
         if protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return capabilities.model_copy(update={"logging": None})
+            # The SDK reads a served subscriptions/listen as "lists and resources may change": here
+            # it serves task status, and nothing else ever changes.
+            changes = {"list_changed": False}
+            return capabilities.model_copy(
+                update={
+                    "logging": None,
+                    "tools": _copied(capabilities.tools, changes),
+                    "prompts": _copied(capabilities.prompts, changes),
+                    "resources": _copied(capabilities.resources, {**changes, "subscribe": False}),
+                }
+            )
         return capabilities
 
     def create_initialization_options(
@@ -169,6 +188,13 @@ class _Server(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(notification_options, experimental_capabilities, {})
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _copied(model: M | None, update: dict[str, Any]) -> M | None:
+    return None if model is None else model.model_copy(update=update)
 
 
 def _key_ring(settings: Settings) -> list[bytes]:
@@ -215,7 +241,8 @@ class _Observe:
         info = request_info()
         info["principal"] = self._hash(principal_of(ctx))
         params = ctx.params or {}
-        named = params.get("name") if ctx.method == "tools/call" else None
+        method = "tools/call" if ctx.method == TASK_CALL else ctx.method
+        named = params.get("name") if method == "tools/call" else None
         tool = named if isinstance(named, str) and named in self._tools else None  # labels stay bounded
         continuing = params.get("requestState") is not None
         era: Literal["2026", "2025"] = "2025" if is_legacy(ctx) else "2026"
@@ -224,14 +251,14 @@ class _Observe:
         except MCPError as exc:
             info["outcome"] = f"error {exc.error.code}"
             _link_span(info)
-            self._metrics.request(ctx.method, "error", era)
+            self._metrics.request(method, "error", era)
             if tool is not None and continuing:
                 expired = exc.error.message == STATE_REFUSED
                 self._metrics.mrtr(tool, "expired" if expired else "rejected")
             raise
         except ValidationError:
             info["outcome"] = "error invalid params"
-            self._metrics.request(ctx.method, "error", era)
+            self._metrics.request(method, "error", era)
             raise
         # Inside the middleware chain a result is already the wire dict (the SDK runner serializes
         # it there so every middleware sees what goes out).
@@ -239,7 +266,7 @@ class _Observe:
         outcome = "tool_error" if wire.get("isError") else str(wire.get("resultType", "complete"))
         info["outcome"] = outcome
         _link_span(info)
-        self._metrics.request(ctx.method, outcome, era)
+        self._metrics.request(method, outcome, era)
         if tool is not None:
             if outcome == "input_required":
                 if not continuing:
@@ -315,32 +342,60 @@ class _Handlers:
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return ListToolsResult(
-            tools=[
-                WireTool(
-                    name=tool.name,
-                    title=tool.title,
-                    description=tool.description,
-                    input_schema=tool.input_schema,
-                    output_schema=tool.output_schema,
-                    annotations=tool.annotations,
-                )
-                for tool in self._registry.tools.values()
-            ]
-        )
+        """The tools, as this client can call them. A 2025-11-25 client is told which long tools it
+        may call as tasks. One that follows long tools through the task tools gets those, and no
+        output schema for a long tool, whose call answers with its task, not its result."""
+        by_tools = follows_by_tools(ctx)
+        tasks = speaks_tasks(ctx)
+        tools = [
+            WireTool(
+                name=tool.name,
+                title=tool.title,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                output_schema=None if by_tools and tool.handler is None else tool.output_schema,
+                annotations=tool.annotations,
+                execution=ToolExecution(task_support=tool.task_support)
+                if tasks and tool.handler is None and tool.task_support != "forbidden"
+                else None,
+            )
+            for tool in self._registry.tools.values()
+        ]
+        if by_tools or self._settings.task_tools == "always":
+            tools.extend(task_tool_listing())
+        return ListToolsResult(tools=tools)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
+        if params.name in TASK_TOOLS:
+            return await self._long_tools.task_tools.call(ctx, params.name, params.arguments)
         if not is_legacy(ctx):
             return await self._call_round(ctx, params)
+        return await self._legacy_call(ctx, params)
+
+    async def call_tool_as_task(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
+        """A 2025-11-25 ``tools/call`` with ``params.task`` (renamed by the 2025-era path, see
+        ``TASK_CALL``): a long tool's task, after any questions of its pre-phase."""
+        if not speaks_tasks(ctx):
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found")
+        tool = self._registry.tools.get(params.name)
+        if tool is not None and (tool.handler is not None or tool.task_support == "forbidden"):
+            raise MCPError(code=METHOD_NOT_FOUND, message=f"{tool.name} cannot be called as a task")
+        return await self._legacy_call(ctx, params, as_task=True)
+
+    async def _legacy_call(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams, *, as_task: bool = False
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         tool_name = params.name
 
         async def rounds(
             state: str | None, answers: dict[str, Any] | None
         ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
             again, typed = _next_round(ctx, CallToolRequestParams, state, answers)
-            return await self._call_round(again, typed)
+            return await self._call_round(again, typed, as_task=as_task)
 
         try:
             return await self._play(ctx, rounds)
@@ -367,7 +422,7 @@ class _Handlers:
         return await play_rounds(ctx, rounds, stopping=self._long_tools.stopping, holding=holding)
 
     async def _call_round(
-        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams, *, as_task: bool = False
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
         tool = self._registry.tools.get(params.name)
         if tool is None:
@@ -384,7 +439,9 @@ class _Handlers:
         key = _idempotency_key(ctx)
         if tool.handler is None:
             # The key names the task, also when it starts after pre-phase rounds (with a state).
-            work = self._long_tools.call(ctx, tool, args, rnd, exchange, idempotency_key=key)
+            work = self._long_tools.call(
+                ctx, tool, args, rnd, exchange, idempotency_key=key, legacy_task=as_task
+            )
             return await _guarded(tool, work)
         continuing = params.request_state is not None
         if continuing and not tool.replay_safe:

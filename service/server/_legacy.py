@@ -58,8 +58,9 @@ from starlette.types import Receive, Scope, Send
 
 from service._logging import request_info
 from service.auth import principal_of_scope
-from service.server._long_tools import temporal_errors
+from service.server._legacy_tasks import TASK_CALL, TASKS_CAPABILITY, TASKS_VERSION
 from service.server._sessions import LegacySession, Seals
+from service.server._wire import temporal_errors
 from service.tasks import Mailboxes
 
 log = structlog.get_logger("longtools.legacy")
@@ -212,6 +213,12 @@ class LegacyEra:
                 406,
             )
             return
+        if (
+            message.method == "tools/call"
+            and session.version == TASKS_VERSION
+            and isinstance((message.params or {}).get("task"), dict)
+        ):
+            message = message.model_copy(update={"method": TASK_CALL})
         await self._serve(asgi, request, message, session, principal)
 
     async def _initialize(
@@ -232,6 +239,8 @@ class LegacyEra:
         if isinstance(reply, JSONRPCError):
             await _reply(asgi, reply, 200)
             return
+        if version == TASKS_VERSION:  # the SDK's initialize result is the same for every version
+            reply.result["capabilities"]["tasks"] = TASKS_CAPABILITY
         capabilities = params.get("capabilities")
         info = params.get("clientInfo")
         session = LegacySession(

@@ -15,8 +15,7 @@ and the questions already answered, so any replica serves the next round.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from contextlib import AbstractContextManager, asynccontextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,14 +28,15 @@ from mcp_types import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     CallToolResult,
-    ClientCapabilities,
     InputRequiredResult,
+    PaginatedRequestParams,
     RequestParams,
+    SubscriptionsListenRequestParams,
 )
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from temporalio.service import RPCError
 
 from service._logging import request_info
 from service._metrics import Metrics
@@ -44,7 +44,12 @@ from service._protocol import TASKS_EXTENSION
 from service._settings import Settings
 from service.auth import principal_of
 from service.server._exchange import Exchange, state_refused
+from service.server._legacy_tasks import LegacyTasks, method_not_found, speaks_tasks
 from service.server._limits import HeldRounds, limit_reached
+from service.server._listen import TaskListens
+from service.server._pushed import is_legacy
+from service.server._task_tools import TaskTools
+from service.server._wire import UNAVAILABLE, declares_tasks, follows_by_tools, temporal_errors
 from service.tasks import (
     TERMINAL,
     AnswerRejected,
@@ -59,14 +64,12 @@ from service.tasks import (
     key_reused,
     state_used,
 )
-from service.temporal import PayloadDecryptError, unreachable
 from service.tools import Round, Tool, as_wire, tool_error_result
 from workflows import InputRequest
 
 log = structlog.get_logger("longtools.long")
 
 _STATE_PREFIX = "longtools-task:"
-_UNAVAILABLE = "The task service is unavailable; try again shortly"
 _MAX_TASK_ID = 200
 _POLL_AGE_SHARE = 20
 _POLL_BACKOFF_MAX = 10
@@ -107,34 +110,12 @@ class _Continuation(BaseModel):
     """Question keys whose answers were already delivered to the workflow."""
 
 
-def declares_tasks(caps: ClientCapabilities | None) -> bool:
-    return bool(caps and caps.extensions and TASKS_EXTENSION in caps.extensions)
-
-
 def missing_tasks_extension() -> MCPError:
     return MCPError(
         code=MISSING_REQUIRED_CLIENT_CAPABILITY,
         message=f"This request needs the {TASKS_EXTENSION} extension; declare it in clientCapabilities",
         data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
     )
-
-
-@asynccontextmanager
-async def temporal_errors(what: str) -> AsyncIterator[None]:
-    """Temporal unreachable or failing is the server's problem: -32603, detail in the log only.
-
-    So is a stored payload this process cannot decrypt (a key missing from its ring): the codec
-    has logged which key it needs.
-    """
-    try:
-        yield
-    except PayloadDecryptError:
-        raise MCPError(code=INTERNAL_ERROR, message=_UNAVAILABLE) from None
-    except (RPCError, RuntimeError) as exc:
-        if not (isinstance(exc, RPCError) or unreachable(exc)):
-            raise
-        log.error("temporal_error", operation=what, detail=str(exc))
-        raise MCPError(code=INTERNAL_ERROR, message=_UNAVAILABLE) from None
 
 
 class LongTools:
@@ -147,6 +128,18 @@ class LongTools:
             per_principal=settings.max_held_rounds_per_principal,
             total=settings.max_held_rounds,
             gauge=metrics.held_rounds,
+        )
+        self.legacy = LegacyTasks(
+            settings,
+            tasks,
+            id_secret=id_secret,
+            poll_interval_ms=self._poll_interval_ms,
+            owner_tag=self._owner,
+            holding=self.holding,
+        )
+        self.task_tools = TaskTools(settings, tasks, self._poll_interval_ms)
+        self._listens = TaskListens(
+            settings, tasks, self._poll_interval_ms, missing_tasks_extension, metrics.listen_streams
         )
 
     def stopping(self) -> bool:
@@ -163,11 +156,18 @@ class LongTools:
         return self._held.hold(principal)
 
     def install(self, server: Server[Any]) -> None:
-        """Advertise the extension and serve its three methods (``tasks/result``/``list`` stay -32601)."""
+        """Advertise the extension and serve its three methods and its task status notifications
+        (``subscriptions/listen``), and the 2025-11-25 tasks methods to 2025-era sessions
+        (``tasks/result`` and ``tasks/list`` stay -32601 at 2026-07-28)."""
         server.extensions[TASKS_EXTENSION] = {}
         server.add_request_handler("tasks/get", TaskParams, self.get_task)
         server.add_request_handler("tasks/update", UpdateTaskParams, self.update_task)
         server.add_request_handler("tasks/cancel", TaskParams, self.cancel_task)
+        server.add_request_handler("tasks/result", TaskParams, self.task_result)
+        server.add_request_handler("tasks/list", PaginatedRequestParams, self.list_tasks)
+        server.add_request_handler(
+            "subscriptions/listen", SubscriptionsListenRequestParams, self._listens.listen
+        )
 
     # tools/call -------------------------------------------------------------------------------
 
@@ -180,9 +180,19 @@ class LongTools:
         exchange: Exchange,
         *,
         idempotency_key: str | None = None,
+        legacy_task: bool = False,
     ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
-        as_task = declares_tasks(rnd.client_capabilities) and tool.task_support != "forbidden"
-        if tool.task_support == "required" and not as_task:
+        """``legacy_task``: a 2025-11-25 ``tools/call`` with ``params.task``."""
+        modern_task = (
+            not is_legacy(ctx)
+            and declares_tasks(rnd.client_capabilities)
+            and tool.task_support != "forbidden"
+        )
+        as_task = legacy_task or modern_task
+        by_tools = not as_task and follows_by_tools(ctx)
+        if tool.task_support == "required" and not (as_task or by_tools):
+            if speaks_tasks(ctx):  # 2025-11-25: a tool that requires a task is -32601 without one
+                raise MCPError(code=METHOD_NOT_FOUND, message=f"{tool.name} must be called as a task")
             raise missing_tasks_extension()
         continuation = _continuation(rnd.request_state)
         async with temporal_errors("tools/call"):
@@ -214,10 +224,14 @@ class LongTools:
                     "max_active_tasks_per_principal", limit, "You have too many tasks running"
                 ) from None
             except OwnerAttributeMissing:
-                raise MCPError(code=INTERNAL_ERROR, message=_UNAVAILABLE) from None
+                raise MCPError(code=INTERNAL_ERROR, message=UNAVAILABLE) from None
             if created:
                 self._metrics.task_created(tool.name)
             request_info()["task_id"] = view.task_id
+            if legacy_task:
+                return self.legacy.created(tool, view)
+            if by_tools:
+                return await self.task_tools.started(ctx, view)
             if as_task:
                 if self._settings.task_inline_ms:
                     # Work that is done at once is answered at once: the spec leaves the choice
@@ -371,12 +385,16 @@ class LongTools:
         return int(min(max(base, age_ms / _POLL_AGE_SHARE), base * _POLL_BACKOFF_MAX))
 
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        if is_legacy(ctx):
+            return await self.legacy.get(ctx, _legacy_task_id(ctx, params))
         view = await self._view(ctx, params)
         return view.wire(self._poll_interval_ms(view))
 
     async def update_task(
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> dict[str, Any]:
+        if is_legacy(ctx):
+            raise method_not_found()  # 2025-11-25 answers through the questions tasks/result pushes
         view = await self._view(ctx, params)
         responses = params.checked_responses()
         if view.status != "input_required":
@@ -403,10 +421,22 @@ class LongTools:
         return {}
 
     async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        if is_legacy(ctx):
+            return await self.legacy.cancel(ctx, _legacy_task_id(ctx, params))
         view = await self._view(ctx, params)
         async with temporal_errors("tasks/cancel"):
             await self._tasks.cancel(view)
         return {}
+
+    async def task_result(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        return await self.legacy.result(ctx, _legacy_task_id(ctx, params))
+
+    async def list_tasks(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> dict[str, Any]:
+        if not speaks_tasks(ctx):
+            raise method_not_found()
+        return await self.legacy.list(ctx, params.cursor)
 
     async def _view(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> TaskView:
         if not declares_tasks(ctx.session.client_capabilities):
@@ -430,6 +460,14 @@ class LongTools:
 
 class _OtherArguments(Exception):
     """A derived task id is taken by a task started with other arguments."""
+
+
+def _legacy_task_id(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> str:
+    """The task id of a ``tasks/*`` request at 2025-11-25; the methods do not exist before it, nor
+    ``tasks/result`` after it."""
+    if not speaks_tasks(ctx):
+        raise method_not_found()
+    return params.checked_task_id()
 
 
 def _work_expired() -> MCPError:

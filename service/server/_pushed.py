@@ -33,12 +33,23 @@ from pydantic import BaseModel, ValidationError
 from service.tools import as_wire
 from workflows import InputRequest
 
-__all__ = ["Interrupted", "Rounds", "Unanswered", "is_legacy", "needs_capability", "play_rounds"]
+__all__ = [
+    "RELATED_TASK_META",
+    "Interrupted",
+    "Rounds",
+    "Unanswered",
+    "ask",
+    "is_legacy",
+    "needs_capability",
+    "play_rounds",
+]
 
 R = TypeVar("R")
 Rounds = Callable[[str | None, dict[str, Any] | None], Awaitable[R | InputRequiredResult]]
 """One round: given the state and the answers of the round before (None on the first), its outcome."""
 
+RELATED_TASK_META = "io.modelcontextprotocol/related-task"
+"""``_meta`` key tying a 2025-11-25 message to the task it belongs to."""
 _FIRST_FORM_MODE_VERSION = "2025-11-25"
 """Elicitation gained ``mode`` (form or url) in this revision; earlier clients know forms only."""
 
@@ -88,7 +99,7 @@ async def play_rounds(
             answers = None
             continue
         with holding():
-            answers = await _ask(ctx, questions)
+            answers = await ask(ctx, questions)
 
 
 def needs_capability(exc: MCPError) -> str | None:
@@ -101,11 +112,22 @@ def needs_capability(exc: MCPError) -> str | None:
     return ", ".join(names)
 
 
-async def _ask(ctx: ServerRequestContext[Any, Any], questions: Mapping[str, InputRequest]) -> dict[str, Any]:
+async def ask(
+    ctx: ServerRequestContext[Any, Any],
+    questions: Mapping[str, InputRequest],
+    *,
+    related_task: str | None = None,
+) -> dict[str, Any]:
+    """Push ``questions`` to the client at once, related to this request (and to ``related_task``
+    when they are a task's); their answers by key, as wire JSON.
+
+    Raises:
+        Unanswered: the client answered a question with an error, or with no answer to it.
+    """
     answers: dict[str, Any] = {}
 
     async def one(key: str, question: InputRequest) -> None:
-        answers[key] = await _push(ctx, key, question)
+        answers[key] = await _push(ctx, key, question, related_task)
 
     try:
         async with anyio.create_task_group() as tg:
@@ -116,7 +138,9 @@ async def _ask(ctx: ServerRequestContext[Any, Any], questions: Mapping[str, Inpu
     return answers
 
 
-async def _push(ctx: ServerRequestContext[Any, Any], key: str, question: InputRequest) -> dict[str, Any]:
+async def _push(
+    ctx: ServerRequestContext[Any, Any], key: str, question: InputRequest, related_task: str | None
+) -> dict[str, Any]:
     result_type: type[BaseModel]
     if isinstance(question, ElicitRequest):
         result_type = ElicitResult
@@ -128,6 +152,10 @@ async def _push(ctx: ServerRequestContext[Any, Any], key: str, question: InputRe
         result_type = CreateMessageResult
     else:
         result_type = ListRootsResult
+    if related_task is not None:
+        wire = as_wire(question)
+        wire.setdefault("params", {}).setdefault("_meta", {})[RELATED_TASK_META] = {"taskId": related_task}
+        question = type(question).model_validate(wire)
     related = ServerMessageMetadata(related_request_id=ctx.request_id)
     try:
         answer = await ctx.session.send_request(question, result_type, metadata=related)

@@ -166,6 +166,10 @@ class Changes:
         """Whether the process is stopping (``stop()`` was called): no wait waits any more."""
         return self._stop.is_set()
 
+    async def until_stopping(self) -> None:
+        """Return once ``stop()`` is called."""
+        await self._stop.wait()
+
     def stop(self) -> None:
         """End every wait now (the process is stopping): a held round then answers "not yet", and
         its client retries on another replica, or here after the restart."""

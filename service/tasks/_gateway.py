@@ -27,7 +27,10 @@ from pydantic import BaseModel, ValidationError
 from temporalio.api.common.v1 import Payloads, WorkflowExecution
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-from temporalio.api.workflowservice.v1 import SignalWorkflowExecutionRequest
+from temporalio.api.workflowservice.v1 import (
+    ListWorkflowExecutionsRequest,
+    SignalWorkflowExecutionRequest,
+)
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -163,6 +166,10 @@ class Tasks:
     def stopping(self) -> bool:
         """Whether this process is stopping: a held round then answers at once."""
         return self._changes.stopping
+
+    async def until_stopping(self) -> None:
+        """Return once this process begins to stop."""
+        await self._changes.until_stopping()
 
     async def start(
         self,
@@ -453,6 +460,23 @@ class Tasks:
             request, retry=True, timeout=self._rpc_timeout
         )
 
+    async def owned(self, owner_tag: str, page_size: int, token: bytes) -> tuple[list[str], bytes]:
+        """One page of the ids of the tasks tagged ``owner_tag``, newest first, and the token of the
+        next page (empty after the last). Temporal's visibility lags a start by a moment, and knows
+        nothing of the caller: read each task (``get``) before showing it."""
+        client = self._connection()
+        page = await client.workflow_service.list_workflow_executions(
+            ListWorkflowExecutionsRequest(
+                namespace=client.namespace,
+                page_size=page_size,
+                next_page_token=token,
+                query=f'{OWNER_ATTRIBUTE.name}="{owner_tag}"',
+            ),
+            retry=True,
+            timeout=self._rpc_timeout,
+        )
+        return [info.execution.workflow_id for info in page.executions], page.next_page_token
+
     async def cancel(self, view: TaskView) -> None:
         """Ask the workflow to stop (cooperative); a task already closed stays as it is."""
         if view.status in TERMINAL:
@@ -471,15 +495,18 @@ class Tasks:
         done: Callable[[TaskView], bool],
         within_s: float,
         seen: Callable[[TaskView], Awaitable[None]] | None = None,
+        *,
+        since: TaskView | None = None,
     ) -> TaskView:
         """Read the task until ``done(view)``, reading again on each change (``Changes``), until
         ``within_s`` seconds pass or the process stops; returns the last view either way.
 
-        ``seen`` is called with every view read. Works with no worker running.
+        ``seen`` is called with every view read. ``since`` is a view the caller has just read: the
+        wait starts from it instead of reading the task first. Works with no worker running.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within_s
-        view = await self.read(task_id, principal)
+        view = since if since is not None and since.mark is not None else await self.read(task_id, principal)
         while True:
             if seen is not None:
                 await seen(view)
@@ -518,8 +545,10 @@ def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[st
         detail = "; ".join(err["msg"] for err in exc.errors()[:3])
         raise AnswerRejected(f"inputResponses[{key!r}] is not an answer to {method}: {detail}") from None
     except jsonschema.ValidationError as exc:
+        field = ".".join(str(part) for part in exc.absolute_path)
+        where = f" (field {field!r})" if field else ""
         raise AnswerRejected(
-            f"inputResponses[{key!r}] does not fit the requested form: {exc.message}"
+            f"inputResponses[{key!r}] does not fit the requested form{where}: {exc.message}"
         ) from None
 
 

@@ -22,7 +22,7 @@ from service.tools._registry import (
     to_call_result,
     tool_error_result,
 )
-from service.tools._round import Round, missing_capability, rounds_exceeded
+from service.tools._round import Round, kind_supported, missing_capability, rounds_exceeded
 
 __all__ = [
     "Prompt",
@@ -37,6 +37,7 @@ __all__ = [
     "ToolReturn",
     "as_wire",
     "default_registry",
+    "kind_supported",
     "missing_capability",
     "rounds_exceeded",
     "to_call_result",

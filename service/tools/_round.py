@@ -38,7 +38,8 @@ from workflows._inputs import Elicited, InputRequest
 M = TypeVar("M", bound=BaseModel)
 
 
-def _kind_supported(request: InputRequest, caps: ClientCapabilities) -> bool:
+def kind_supported(request: InputRequest, caps: ClientCapabilities) -> bool:
+    """Whether a client that declared ``caps`` can answer ``request`` (its kind, and a form's mode)."""
     if isinstance(request, ElicitRequest):
         if caps.elicitation is None:
             return False
@@ -109,7 +110,7 @@ class Round:
 
     def supports(self, request: InputRequest) -> bool:
         """Whether this request's client declared the capability ``request`` needs."""
-        return _kind_supported(request, self.client_capabilities)
+        return kind_supported(request, self.client_capabilities)
 
     def elicited(self, key: str, model: type[M]) -> Elicited[M] | None:
         """The answer under ``key``, validated against ``model``; None if missing or malformed."""

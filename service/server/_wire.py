@@ -1,0 +1,70 @@
+"""What several wire paths share: a Temporal failure as the one -32603, and notifications the
+SDK has no type for. API process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import structlog
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, ClientCapabilities, ServerNotification
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
+from temporalio.service import RPCError
+
+from service._protocol import TASKS_EXTENSION
+from service.temporal import PayloadDecryptError, unreachable
+
+__all__ = ["UNAVAILABLE", "declares_tasks", "follows_by_tools", "raw_notification", "temporal_errors"]
+
+log = structlog.get_logger("longtools.long")
+
+UNAVAILABLE = "The task service is unavailable; try again shortly"
+
+
+@asynccontextmanager
+async def temporal_errors(what: str) -> AsyncIterator[None]:
+    """Temporal unreachable or failing is the server's problem: -32603, detail in the log only.
+
+    So is a stored payload this process cannot decrypt (a key missing from its ring): the codec
+    has logged which key it needs.
+    """
+    try:
+        yield
+    except PayloadDecryptError:
+        raise MCPError(code=INTERNAL_ERROR, message=UNAVAILABLE) from None
+    except (RPCError, RuntimeError) as exc:
+        if not (isinstance(exc, RPCError) or unreachable(exc)):
+            raise
+        log.error("temporal_error", operation=what, detail=str(exc))
+        raise MCPError(code=INTERNAL_ERROR, message=UNAVAILABLE) from None
+
+
+class _Notification(BaseModel):
+    method: str
+    params: dict[str, Any]
+
+
+def raw_notification(method: str, params: Mapping[str, Any]) -> ServerNotification:
+    """A notification outside the SDK's union (the tasks' own): ``ServerSession.send_notification``
+    only dumps what it is given, so any model with a method and params goes out as it is."""
+    return cast(ServerNotification, _Notification(method=method, params=dict(params)))
+
+
+def declares_tasks(caps: ClientCapabilities | None) -> bool:
+    """Whether a 2026-era request declares the tasks extension."""
+    return bool(caps and caps.extensions and TASKS_EXTENSION in caps.extensions)
+
+
+def follows_by_tools(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this client follows its long tools through the task tools: it declared neither a
+    way to follow tasks (the 2026 extension; 2025-11-25 tasks) nor elicitation."""
+    caps = ctx.session.client_capabilities or ClientCapabilities()
+    if caps.elicitation is not None:
+        return False
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return not declares_tasks(caps)
+    return caps.tasks is None and not isinstance((ctx.params or {}).get("task"), dict)
