@@ -188,3 +188,30 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 @pytest.fixture(scope="session")
 def mcp_url(server: Served) -> str:
     return server.url
+
+
+OWNER_TOKENS = {name: secrets.token_urlsafe(24) for name in ("ann", "ben")}
+"""Static bearer tokens of the two principals of the ``owners`` server."""
+
+
+def bearer(name: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {OWNER_TOKENS[name]}"}
+
+
+@pytest.fixture(scope="session")
+def owners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server with two principals, ``ann`` and ``ben``: what one may see and do of the other's
+    tasks. Small bounds, so tests can reach them: 2 tasks per tasks/list page, 3 task ids per
+    listen stream, 2 listen streams per principal."""
+    env = {
+        "LONGTOOLS_AUTH_TOKENS": ",".join(f"{token}={name}" for name, token in OWNER_TOKENS.items()),
+        "LONGTOOLS_TASK_LIST_PAGE_SIZE": "2",
+        "LONGTOOLS_MAX_LISTEN_TASK_IDS": "3",
+        "LONGTOOLS_MAX_LISTENS_PER_PRINCIPAL": "2",
+        "LONGTOOLS_HELPDESK_WORK_S": "0.3",
+    }
+    served = start_server(tmp_path_factory.mktemp("owners"), "--conformance-fixtures", env=env)
+    try:
+        yield served
+    finally:
+        served.stop()

@@ -37,7 +37,7 @@ from tests.wire import (
 TOKENS = {name: secrets.token_urlsafe(24) for name in ("alice", "bob", "carol", "dave", "erin", "frank")}
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 IDEMPOTENCY = "longtools.dev/idempotency-key"
-FORMS = {"elicitation": {"form": {}}}
+FORMS: dict[str, Any] = {"elicitation": {"form": {}}}
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def test_a_stopping_api_answers_its_held_rounds_at_once(tmp_path: Path) -> None:
     served = start_server(tmp_path, "--conformance-fixtures", env={"LONGTOOLS_MRTR_WAIT_S": "60"})
     answers: list[httpx.Response] = []
     call = {"name": "slow_compute", "arguments": {"seconds": 120}}
-    caps = {"elicitation": {}}  # it follows the call through rounds, not the task tools
+    caps: dict[str, Any] = {"elicitation": {}}  # it follows the call through rounds, not the task tools
     holding = threading.Thread(target=lambda: answers.append(post(served.url, "tools/call", call, caps=caps)))
     try:
         holding.start()

@@ -172,7 +172,7 @@ def test_without_the_extension_a_long_tool_runs_through_mrtr_rounds(mcp_url: str
 def test_a_client_that_cannot_answer_gets_32021_not_a_task_that_waits_forever(mcp_url: str) -> None:
     """URL elicitation only: it follows the call through rounds, but cannot answer a form. (A
     client with no elicitation at all follows it through the task tools, see test_task_tools.)"""
-    url_only = {"elicitation": {"url": {}}}
+    url_only: dict[str, Any] = {"elicitation": {"url": {}}}
     refused = error(call(mcp_url, "confirm_delete", {"filename": "b.txt"}, caps=url_only), 400)
     assert refused["code"] == -32021
     assert refused["data"]["requiredCapabilities"] == {"elicitation": {}}

@@ -1,0 +1,199 @@
+"""Task status pushed on ``subscriptions/listen`` (2026-07-28, tasks extension), against a real
+``longtools serve``: the official ``mcp`` client listening to its own task, then raw HTTP for who
+is told what, and the bounds."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+from mcp import Client
+from mcp.client.extension import ClientExtension, NotificationBinding
+from mcp.client.session import IncomingMessage
+from mcp_types import (
+    SubscriptionFilter,
+    SubscriptionsAcknowledgedNotification,
+    SubscriptionsListenRequest,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+)
+from pydantic import BaseModel, ConfigDict
+
+from tests.conftest import Served, bearer
+from tests.wire import TASKS_EXTENSION, error, eventually, headers_for, meta, post, result, sse_lines
+
+TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+
+
+class _Task(BaseModel):
+    """A ``notifications/tasks`` params, kept whole."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _Tasks(ClientExtension):
+    """The tasks extension on the client: declared, and its status notifications observed."""
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/tasks", params_type=_Task, handler=self._note)]
+
+    async def _note(self, params: _Task) -> None:
+        self.seen.append(params.model_dump(by_alias=True))
+
+
+def _start(url: str, name: str, arguments: dict[str, Any], who: str | None = None) -> str:
+    params = {"name": name, "arguments": arguments}
+    task_id: str = result(
+        post(url, "tools/call", params, caps=TASK_CAPS, headers=bearer(who) if who else None)
+    )["taskId"]
+    return task_id
+
+
+def _answer_when_asked(url: str, task_id: str) -> None:
+    asked = eventually(
+        lambda: result(post(url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS)),
+        lambda task: task["status"] == "input_required",
+    )
+    [key] = asked["inputRequests"]
+    answer = {key: {"action": "accept", "content": {"confirm": True}}}
+    result(post(url, "tasks/update", {"taskId": task_id, "inputResponses": answer}, caps=TASK_CAPS))
+
+
+async def test_the_mcp_client_listens_to_its_task_until_it_ends(mcp_url: str) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    for n in range(2):
+        result(
+            post(
+                mcp_url,
+                "tools/call",
+                {"name": "create_ticket", "arguments": {"title": f"t{n}", "customer": customer}},
+            )
+        )
+    task_id = _start(mcp_url, "bulk_close_tickets", {"customer": customer})
+    tasks = _Tasks()
+    acks: list[SubscriptionFilter] = []
+
+    async def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, SubscriptionsAcknowledgedNotification):
+            acks.append(message.params.notifications)
+
+    wanted = SubscriptionFilter.model_validate({"taskIds": [task_id, "no-such-task"]})
+    request = SubscriptionsListenRequest(params=SubscriptionsListenRequestParams(notifications=wanted))
+    with anyio.fail_after(90):
+        async with Client(mcp_url, extensions=[tasks], message_handler=on_message) as client:
+            assert client.protocol_version == "2026-07-28"
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, _answer_when_asked, mcp_url, task_id)
+                closed = await client.session.send_request(request, SubscriptionsListenResult)
+    [ack] = acks
+    assert (ack.model_extra or {})["taskIds"] == [task_id]  # an unknown id is left out, silently
+    statuses = [seen["status"] for seen in tasks.seen]
+    assert statuses[0] == "input_required"  # the snapshot right after the ack
+    assert "working" in statuses[1:] and statuses[-1] == "completed"
+    assert {seen["taskId"] for seen in tasks.seen} == {task_id}
+    subscription = (closed.meta or {})[SUBSCRIPTION]
+    assert all(seen["_meta"][SUBSCRIPTION] == subscription for seen in tasks.seen)
+    completed = tasks.seen[-1]
+    assert len(completed["result"]["structuredContent"]["closed"]) == 2
+
+
+def _listen(url: str, params: dict[str, Any], who: str, caps: dict[str, Any] = TASK_CAPS) -> httpx.Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": f"l-{secrets.token_hex(3)}",
+        "method": "subscriptions/listen",
+        "params": params,
+    }
+    params["_meta"] = meta(caps)
+    return httpx.post(
+        url,
+        content=json.dumps(body),
+        headers={**headers_for("subscriptions/listen", params), **bearer(who)},
+        timeout=30,
+    )
+
+
+class _Stream:
+    """An open listen stream, read on a thread: its frames as they come."""
+
+    def __init__(self, url: str, task_ids: list[str], who: str) -> None:
+        params = {"notifications": {"taskIds": task_ids}, "_meta": meta(TASK_CAPS)}
+        self.id = f"l-{secrets.token_hex(3)}"
+        body = {"jsonrpc": "2.0", "id": self.id, "method": "subscriptions/listen", "params": params}
+        headers = {**headers_for("subscriptions/listen", params), **bearer(who)}
+        self.frames: list[dict[str, Any]] = []
+        self._client = httpx.Client(timeout=60)
+        self._response = self._client.send(
+            self._client.build_request("POST", url, content=json.dumps(body), headers=headers), stream=True
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            for message in sse_lines(self._response.iter_lines()):
+                self.frames.append(message)
+        except httpx.HTTPError:
+            pass
+
+    def close(self) -> None:
+        self._response.close()
+        self._client.close()
+        self._reader.join(timeout=10)
+
+
+def _streams(url: str, count: int, task_ids: list[str], who: str) -> Iterator[_Stream]:
+    for _ in range(count):
+        yield _Stream(url, task_ids, who)
+
+
+def test_a_stream_tells_only_of_the_callers_own_tasks(owners: Served) -> None:
+    anns = _start(owners.url, "confirm_delete", {"filename": "a"}, "ann")
+    bens = _start(owners.url, "confirm_delete", {"filename": "b"}, "ben")
+    stream = _Stream(owners.url, [anns, bens], "ben")
+    try:
+        ack = eventually(lambda: stream.frames, lambda frames: len(frames) >= 2)[0]
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["notifications"] == {"taskIds": [bens]}
+        assert ack["params"]["_meta"][SUBSCRIPTION] == stream.id
+        cancelled = {"taskId": anns}
+        result(post(owners.url, "tasks/cancel", cancelled, caps=TASK_CAPS, headers=bearer("ann")))
+        result(post(owners.url, "tasks/cancel", {"taskId": bens}, caps=TASK_CAPS, headers=bearer("ben")))
+        final = eventually(lambda: stream.frames, lambda frames: "result" in frames[-1])[-1]
+        assert final["result"]["_meta"][SUBSCRIPTION] == stream.id  # the graceful close
+    finally:
+        stream.close()
+    told = [frame["params"] for frame in stream.frames if frame.get("method") == "notifications/tasks"]
+    assert {task["taskId"] for task in told} == {bens}
+    assert [task["status"] for task in told] == ["input_required", "cancelled"]
+
+
+def test_listening_needs_the_extension_and_is_bounded(owners: Served) -> None:
+    task_id = _start(owners.url, "confirm_delete", {"filename": "c"}, "ann")
+    without = _listen(owners.url, {"notifications": {"taskIds": [task_id]}}, "ann", caps={"elicitation": {}})
+    assert error(without, 400)["code"] == -32021
+    too_many = _listen(owners.url, {"notifications": {"taskIds": ["a", "b", "c", "d"]}}, "ann")
+    assert error(too_many, 400)["data"] == {"limit": "LONGTOOLS_MAX_LISTEN_TASK_IDS", "value": 3}
+    held = list(_streams(owners.url, 2, [task_id], "ann"))
+    try:
+        eventually(lambda: all(stream.frames for stream in held))
+        third = _listen(owners.url, {"notifications": {"taskIds": [task_id]}}, "ann")
+        assert error(third, 400)["data"] == {"limit": "LONGTOOLS_MAX_LISTENS_PER_PRINCIPAL", "value": 2}
+        other = _Stream(owners.url, [], "ben")  # the bound is per principal; no owned task: closed at once
+        eventually(lambda: other.frames, lambda frames: len(frames) == 2)
+        assert "result" in other.frames[-1]
+        other.close()
+    finally:
+        for stream in held:
+            stream.close()

@@ -1,0 +1,202 @@
+"""Tasks as tools: a client with neither tasks nor elicitation (a chat host) starts, follows,
+answers and cancels long tools with plain tool calls, against a real ``longtools serve``.
+
+Raw HTTP in both eras (with two principals, for what one may see of the other's tasks), then the
+official ``mcp`` client with no callbacks at all, in auto (2026-07-28) and legacy (2025) mode.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp_types import CallToolResult, TextContent
+
+from tests.conftest import Served, bearer
+from tests.wire import ALL_CAPS, Legacy, eventually, post, result
+
+NONE: dict[str, Any] = {}
+UNKNOWN = "There is no task {!r} of yours: the id is wrong, or the task has expired."
+Call = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+def _modern(url: str, who: str) -> Call:
+    """tools/call at 2026-07-28, declaring no capabilities, as ``who``."""
+    return lambda name, arguments: result(
+        post(url, "tools/call", {"name": name, "arguments": arguments}, caps=NONE, headers=bearer(who))
+    )
+
+
+def _legacy(url: str, who: str) -> Call:
+    """tools/call in a 2025-era session that declared no capabilities, as ``who``."""
+    session = Legacy(url, caps=NONE, headers=bearer(who))
+    session.open()
+    return lambda name, arguments: result(
+        session.request("tools/call", {"name": name, "arguments": arguments})
+    )
+
+
+def _text(outcome: dict[str, Any]) -> str:
+    return "\n".join(block["text"] for block in outcome["content"] if block["type"] == "text")
+
+
+def _tickets(call: Call, customer: str, count: int) -> list[str]:
+    made = [call("create_ticket", {"title": f"t{n}", "customer": customer}) for n in range(count)]
+    return [ticket["structuredContent"]["ticketId"] for ticket in made]
+
+
+def _history(call: Call, ticket_id: str) -> list[str]:
+    shown = call("get_ticket", {"ticketId": ticket_id})["structuredContent"]
+    return [entry["event"] for entry in shown["history"]]
+
+
+def test_only_a_client_that_needs_them_is_shown_the_task_tools(owners: Served) -> None:
+    def listed(caps: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        tools = result(post(owners.url, "tools/list", caps=caps, headers=bearer("ann")))["tools"]
+        return {tool["name"]: tool for tool in tools}
+
+    bare = listed(NONE)
+    assert {"task_status", "task_answer", "task_cancel"} <= set(bare)
+    assert bare["task_answer"]["inputSchema"]["required"] == ["taskId", "answers"]
+    # A long tool's call answers such a client with its task, so its own output schema would lie.
+    assert "outputSchema" not in bare["bulk_close_tickets"]
+    assert "outputSchema" in bare["create_ticket"]
+    full = listed(ALL_CAPS)
+    assert not {"task_status", "task_answer", "task_cancel"} & set(full)
+    assert "outputSchema" in full["bulk_close_tickets"]
+
+
+@pytest.mark.parametrize("era", [_modern, _legacy], ids=["2026-07-28", "2025"])
+def test_a_client_without_capabilities_closes_tickets_through_the_task_tools(
+    owners: Served, era: Callable[[str, str], Call]
+) -> None:
+    ann, ben = era(owners.url, "ann"), era(owners.url, "ben")
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = _tickets(ann, customer, 2)
+
+    started = ann("bulk_close_tickets", {"customer": customer})
+    task = started["structuredContent"]
+    assert started.get("isError") is not True
+    assert task["status"] == "input_required", task
+    [(key, question)] = task["inputRequests"].items()
+    assert question["method"] == "elicitation/create"
+    said = _text(started)
+    assert f"Close 2 tickets for {customer}?" in said
+    assert "confirm (boolean, required)" in said
+    assert f'"{key}"' in said and "task_answer" in said
+
+    def answer(who: Call, content: dict[str, Any]) -> dict[str, Any]:
+        answers = {key: {"action": "accept", "content": content}}
+        return who("task_answer", {"taskId": task["taskId"], "answers": answers})
+
+    wrong = answer(ann, {"confirm": "yes"})
+    assert wrong["isError"] is True
+    assert "field 'confirm'" in _text(wrong) and "is not of type 'boolean'" in _text(wrong)
+    assert "What fits" in _text(wrong)
+    assert wrong["structuredContent"]["status"] == "input_required"  # nothing was sent
+
+    # Another principal's task reads as no task at all, whatever the tool.
+    extras: list[tuple[str, dict[str, Any]]] = [
+        ("task_status", {}),
+        ("task_cancel", {}),
+        ("task_answer", {"answers": {key: {}}}),
+    ]
+    for tool, extra in extras:
+        foreign = ben(tool, {"taskId": task["taskId"], **extra})
+        assert foreign["isError"] is True
+        assert _text(foreign) == UNKNOWN.format(task["taskId"])
+        assert "structuredContent" not in foreign
+    assert _text(ben("task_status", {"taskId": "no-such-task"})) == UNKNOWN.format("no-such-task")
+
+    answered = answer(ann, {"confirm": True, "reason": "Duplicate"})
+    assert answered.get("isError") is not True
+    done = eventually(
+        lambda: ann("task_status", {"taskId": task["taskId"]}),
+        lambda shown: shown["structuredContent"]["status"] == "completed",
+    )
+    closed = done["structuredContent"]["result"]["structuredContent"]
+    assert sorted(closed["closed"]) == sorted(tickets)
+    assert "has completed" in _text(done) and tickets[0] in _text(done)
+    assert all(_history(ann, ticket) == ["created", "closed"] for ticket in tickets)
+
+
+def test_a_task_is_cancelled_through_task_cancel(owners: Served) -> None:
+    ann = _modern(owners.url, "ann")
+    customer = f"c-{secrets.token_hex(4)}"
+    _tickets(ann, customer, 1)
+    task = ann("bulk_close_tickets", {"customer": customer})["structuredContent"]
+    cancelled = ann("task_cancel", {"taskId": task["taskId"]})
+    assert cancelled["structuredContent"]["status"] == "cancelled"
+    assert "was cancelled" in _text(cancelled)
+    late = ann("task_answer", {"taskId": task["taskId"], "answers": {"input": {"action": "accept"}}})
+    assert late["isError"] is True and "not waiting for an answer" in _text(late)
+
+
+def test_bad_task_tool_arguments_are_a_tool_error(owners: Served) -> None:
+    ann = _modern(owners.url, "ann")
+    refused = ann("task_answer", {"taskId": "x"})
+    assert refused["isError"] is True
+    assert _text(refused).startswith("Invalid arguments for tool task_answer: answers:")
+
+
+async def _follow_with_mcp(url: str, mode: Any) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    with anyio.fail_after(90):
+        async with Client(url, mode=mode) as client:  # no callbacks: no capabilities declared
+            made = [
+                await client.call_tool("create_ticket", {"title": f"t{n}", "customer": customer})
+                for n in range(2)
+            ]
+            started = await client.call_tool("bulk_close_tickets", {"customer": customer})
+            task = _structured(started)
+            assert task["status"] == "input_required"
+            [key] = task["inputRequests"]
+            answers = {key: {"action": "accept", "content": {"confirm": True}}}
+            answered = await client.call_tool("task_answer", {"taskId": task["taskId"], "answers": answers})
+            shown = _structured(answered)
+            while shown["status"] != "completed":
+                assert shown["status"] == "working", shown
+                shown = _structured(await client.call_tool("task_status", {"taskId": task["taskId"]}))
+    ids = sorted(_structured(ticket)["ticketId"] for ticket in made)
+    assert sorted(shown["result"]["structuredContent"]["closed"]) == ids
+
+
+def _structured(outcome: CallToolResult) -> dict[str, Any]:
+    said = [block.text for block in outcome.content if isinstance(block, TextContent)]
+    assert outcome.is_error is not True, said
+    assert isinstance(outcome.structured_content, dict)
+    return outcome.structured_content
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_mcp_client_with_no_callbacks_closes_tickets_through_the_task_tools(
+    mcp_url: str, mode: str
+) -> None:
+    await _follow_with_mcp(mcp_url, mode)
+
+
+def test_any_client_may_call_the_task_tools_on_its_own_tasks(owners: Served) -> None:
+    """They are listed only to clients that need them, but served to all, with the same owner check."""
+    task = result(
+        post(
+            owners.url,
+            "tools/call",
+            {"name": "confirm_delete", "arguments": {"filename": "x"}},
+            caps={"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            headers=bearer("ann"),
+        )
+    )
+    shown = result(
+        post(
+            owners.url,
+            "tools/call",
+            {"name": "task_status", "arguments": {"taskId": task["taskId"]}},
+            caps=ALL_CAPS,
+            headers=bearer("ann"),
+        )
+    )
+    assert shown["structuredContent"]["taskId"] == task["taskId"]
