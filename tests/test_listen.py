@@ -190,8 +190,10 @@ def test_listening_needs_the_extension_and_is_bounded(owners: Served) -> None:
         eventually(lambda: all(stream.frames for stream in held))
         third = _listen(owners.url, {"notifications": {"taskIds": [task_id]}}, "ann")
         assert error(third, 400)["data"] == {"limit": "LONGTOOLS_MAX_LISTENS_PER_PRINCIPAL", "value": 2}
-        other = _Stream(owners.url, [], "ben")  # the bound is per principal; no owned task: closed at once
+        # The bound is per principal. Owning none of the tasks named, the stream closes at once.
+        other = _Stream(owners.url, [task_id], "ben")
         eventually(lambda: other.frames, lambda frames: len(frames) == 2)
+        assert other.frames[0]["params"]["notifications"] == {"taskIds": []}
         assert "result" in other.frames[-1]
         other.close()
     finally:

@@ -71,11 +71,12 @@ def legacy_task_wire(view: TaskView, poll_interval_ms: int) -> dict[str, Any]:
         message = message or _first_text(view.result)
     if status == "failed" and view.error is not None:
         message = message or str(view.error.get("message", ""))
+    modern = view.wire(poll_interval_ms)
     body: dict[str, Any] = {
         "taskId": view.task_id,
         "status": status,
-        "createdAt": view.wire(poll_interval_ms)["createdAt"],
-        "lastUpdatedAt": view.wire(poll_interval_ms)["lastUpdatedAt"],
+        "createdAt": modern["createdAt"],
+        "lastUpdatedAt": modern["lastUpdatedAt"],
         "ttl": view.ttl_ms,
         "pollInterval": poll_interval_ms,
     }

@@ -75,18 +75,18 @@ class TaskListens:
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
-        requested = params.notifications
-        wanted = (requested.model_extra or {}).get("taskIds")
+        # The core filters (list changes, resources) are acknowledged as asked and never fire:
+        # nothing of that kind changes while a process runs.
+        filters = params.notifications.model_dump(by_alias=True, exclude_none=True)
+        wanted = filters.pop("taskIds", None)
         task_ids = self._checked_ids(ctx, wanted)
         principal = principal_of(ctx)
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         with self._holding(principal):
             views = await self._owned(task_ids, principal)
+            owned = [view.task_id for view in views]
             honored = SubscriptionFilter.model_validate(
-                {
-                    **requested.model_dump(by_alias=True, exclude_none=True, exclude={"task_ids"}),
-                    **({"taskIds": [view.task_id for view in views]} if wanted is not None else {}),
-                }
+                {**filters, **({"taskIds": owned} if wanted is not None else {})}
             )
             await ctx.session.send_notification(
                 SubscriptionsAcknowledgedNotification(
@@ -94,9 +94,8 @@ class TaskListens:
                 ),
                 related_request_id=ctx.request_id,
             )
-            request_info()["task_id"] = ",".join(view.task_id for view in views)[:200]
-            others = requested.model_dump(exclude_none=True)
-            if views or any(others.values()):
+            request_info()["task_id"] = ",".join(owned)[:200]
+            if views or any(filters.values()):
                 async with anyio.create_task_group() as tg:
                     for view in views:
                         tg.start_soon(self._follow, ctx, view, principal, meta)
