@@ -371,3 +371,29 @@ def test_the_inspector_cli_lists_calls_and_gets_the_capability_error(mcp_url: st
     assert asking.returncode == 5, asking.stderr
     text = json.loads(asking.stdout)["result"]["content"][0]["text"]
     assert text == "close_ticket needs a client that supports form elicitation"
+
+
+def test_the_inspector_cli_closes_tickets_through_the_task_tools(mcp_url: str) -> None:
+    """The Inspector CLI declares no elicitation: a long tool answers it with its task, and the
+    task tools carry the rest, one CLI call each, as a model in a chat host would."""
+    customer = f"c-{secrets.token_hex(4)}"
+
+    def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        done = _inspector(
+            mcp_url, "--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(arguments)
+        )
+        assert done.returncode == 0, done.stderr
+        outcome: dict[str, Any] = json.loads(done.stdout)
+        return outcome
+
+    made = call("create_ticket", {"title": "From the Inspector", "customer": customer})
+    ticket_id = made["structuredContent"]["ticketId"]
+    task = call("bulk_close_tickets", {"customer": customer})["structuredContent"]
+    assert task["status"] == "input_required"
+    [key] = task["inputRequests"]
+    answers = {key: {"action": "accept", "content": {"confirm": True}}}
+    shown = call("task_answer", {"taskId": task["taskId"], "answers": answers})["structuredContent"]
+    while shown["status"] == "working":
+        shown = call("task_status", {"taskId": task["taskId"]})["structuredContent"]
+    assert shown["status"] == "completed"
+    assert shown["result"]["structuredContent"]["closed"] == [ticket_id]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ from mcp_types import (
 from pydantic import BaseModel, ConfigDict
 
 from tests.conftest import Served, bearer
-from tests.wire import TASKS_EXTENSION, error, eventually, headers_for, meta, post, result, sse_lines
+from tests.wire import TASKS_EXTENSION, Stream, error, eventually, headers_for, meta, post, result
 
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
@@ -124,44 +123,15 @@ def _listen(url: str, params: dict[str, Any], who: str, caps: dict[str, Any] = T
     )
 
 
-class _Stream:
-    """An open listen stream, read on a thread: its frames as they come."""
-
-    def __init__(self, url: str, task_ids: list[str], who: str) -> None:
-        params = {"notifications": {"taskIds": task_ids}, "_meta": meta(TASK_CAPS)}
-        self.id = f"l-{secrets.token_hex(3)}"
-        body = {"jsonrpc": "2.0", "id": self.id, "method": "subscriptions/listen", "params": params}
-        headers = {**headers_for("subscriptions/listen", params), **bearer(who)}
-        self.frames: list[dict[str, Any]] = []
-        self._client = httpx.Client(timeout=60)
-        self._response = self._client.send(
-            self._client.build_request("POST", url, content=json.dumps(body), headers=headers), stream=True
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        try:
-            for message in sse_lines(self._response.iter_lines()):
-                self.frames.append(message)
-        except httpx.HTTPError:
-            pass
-
-    def close(self) -> None:
-        self._response.close()
-        self._client.close()
-        self._reader.join(timeout=10)
-
-
-def _streams(url: str, count: int, task_ids: list[str], who: str) -> Iterator[_Stream]:
+def _streams(url: str, count: int, task_ids: list[str], who: str) -> Iterator[Stream]:
     for _ in range(count):
-        yield _Stream(url, task_ids, who)
+        yield Stream(url, task_ids, bearer(who))
 
 
 def test_a_stream_tells_only_of_the_callers_own_tasks(owners: Served) -> None:
     anns = _start(owners.url, "confirm_delete", {"filename": "a"}, "ann")
     bens = _start(owners.url, "confirm_delete", {"filename": "b"}, "ben")
-    stream = _Stream(owners.url, [anns, bens], "ben")
+    stream = Stream(owners.url, [anns, bens], bearer("ben"))
     try:
         ack = eventually(lambda: stream.frames, lambda frames: len(frames) >= 2)[0]
         assert ack["method"] == "notifications/subscriptions/acknowledged"
@@ -191,7 +161,7 @@ def test_listening_needs_the_extension_and_is_bounded(owners: Served) -> None:
         third = _listen(owners.url, {"notifications": {"taskIds": [task_id]}}, "ann")
         assert error(third, 400)["data"] == {"limit": "LONGTOOLS_MAX_LISTENS_PER_PRINCIPAL", "value": 2}
         # The bound is per principal. Owning none of the tasks named, the stream closes at once.
-        other = _Stream(owners.url, [task_id], "ben")
+        other = Stream(owners.url, [task_id], bearer("ben"))
         eventually(lambda: other.frames, lambda frames: len(frames) == 2)
         assert other.frames[0]["params"]["notifications"] == {"taskIds": []}
         assert "result" in other.frames[-1]

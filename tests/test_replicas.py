@@ -26,7 +26,7 @@ import pytest
 from service.temporal import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, worker_ready
 from tests.proxy import RoundRobin
-from tests.wire import TASKS_EXTENSION, Legacy, eventually, post, result, sse_lines
+from tests.wire import TASKS_EXTENSION, Legacy, Stream, eventually, post, result, sse_lines
 
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -184,6 +184,27 @@ def test_a_tasks_get_right_after_an_answer_acked_on_another_replica_never_lists_
             assert key not in after.get("inputRequests", {}), (n, after)
     done = cluster.wait_task(task_id, "completed")
     assert done["result"]["content"][0]["text"] == str(sum(range(12)))
+
+
+def test_a_task_listened_to_on_one_replica_is_answered_and_run_on_others(cluster: Cluster) -> None:
+    """The stream's events come from Temporal, not from the replica that took the answer."""
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = [_new_ticket(cluster, customer) for _ in range(2)]
+    task_id = cluster.tool("bulk_close_tickets", {"customer": customer}, caps=TASK_CAPS)["taskId"]
+    stream = Stream(cluster.apis[0].url, [task_id], AUTH)
+    try:
+        eventually(lambda: stream.frames, lambda frames: len(frames) >= 2)  # the ack and the snapshot
+        [key] = cluster.wait_task(task_id, "input_required")["inputRequests"]
+        answer = {"taskId": task_id, "inputResponses": {key: _confirm()}}
+        result(post(cluster.apis[1].url, "tasks/update", answer, caps=TASK_CAPS, headers=AUTH))
+        eventually(lambda: stream.frames, lambda frames: "result" in frames[-1], within=60)
+    finally:
+        stream.close()
+    told = [frame["params"] for frame in stream.frames if frame.get("method") == "notifications/tasks"]
+    statuses = [task["status"] for task in told]
+    assert statuses[0] in ("working", "input_required") and statuses[-1] == "completed"
+    assert "input_required" in statuses and "working" in statuses[statuses.index("input_required") :]
+    assert told[-1]["result"]["structuredContent"]["closed"] == tickets
 
 
 def _confirm() -> dict[str, Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -181,3 +183,34 @@ def sse_lines(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
     for line in lines:
         if line.startswith("data: "):
             yield json.loads(line.removeprefix("data: "))
+
+
+class Stream:
+    """An open ``subscriptions/listen`` stream of ``task_ids``, read on a thread: its frames (the
+    JSON-RPC messages) as they come."""
+
+    def __init__(self, url: str, task_ids: list[str], auth: dict[str, str]) -> None:
+        caps: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+        params = {"notifications": {"taskIds": task_ids}, "_meta": meta(caps)}
+        self.id = f"l-{secrets.token_hex(3)}"
+        body = {"jsonrpc": "2.0", "id": self.id, "method": "subscriptions/listen", "params": params}
+        headers = {**headers_for("subscriptions/listen", params), **auth}
+        self.frames: list[dict[str, Any]] = []
+        self._client = httpx.Client(timeout=60)
+        self._response = self._client.send(
+            self._client.build_request("POST", url, content=json.dumps(body), headers=headers), stream=True
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            for message in sse_lines(self._response.iter_lines()):
+                self.frames.append(message)
+        except httpx.HTTPError:
+            pass
+
+    def close(self) -> None:
+        self._response.close()
+        self._client.close()
+        self._reader.join(timeout=10)
