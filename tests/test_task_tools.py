@@ -200,3 +200,16 @@ def test_any_client_may_call_the_task_tools_on_its_own_tasks(owners: Served) -> 
         )
     )
     assert shown["structuredContent"]["taskId"] == task["taskId"]
+
+
+def test_a_tool_that_requires_a_task_is_no_task_tool(owners: Served) -> None:
+    """SEP-2663: without the extension, a tool whose task support is `required` is -32021, even for
+    a client that follows other long tools through the task tools."""
+    refused = post(
+        owners.url,
+        "tools/call",
+        {"name": "failing_job", "arguments": {}},
+        caps=NONE,
+        headers=bearer("ann"),
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == -32021

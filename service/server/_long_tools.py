@@ -189,7 +189,9 @@ class LongTools:
             and tool.task_support != "forbidden"
         )
         as_task = legacy_task or modern_task
-        by_tools = not as_task and follows_by_tools(ctx)
+        # A tool that requires a task is never served as a plain call, not even one that answers
+        # with its task: SEP-2663 asks for -32021 (2026), 2025-11-25 for -32601.
+        by_tools = not as_task and tool.task_support != "required" and follows_by_tools(ctx)
         if tool.task_support == "required" and not (as_task or by_tools):
             if speaks_tasks(ctx):  # 2025-11-25: a tool that requires a task is -32601 without one
                 raise MCPError(code=METHOD_NOT_FOUND, message=f"{tool.name} must be called as a task")
