@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import _parked, _waiting
+from bench import _listening, _parked, _waiting
 from bench._procs import (
     ROOT,
     SERVING,
@@ -119,7 +119,7 @@ def parse(argv: list[str] | None = None) -> Options:
         "--no-pin", action="store_true", help="do not pin the server and the generator to CPUs"
     )
     args = parser.parse_args(argv)
-    known = {scenario.id for scenario in SCENARIOS} | {PARKED, WAITING}
+    known = {scenario.id for scenario in SCENARIOS} | {PARKED, WAITING, _listening.SCENARIO}
     only = [part.strip().upper() for part in args.only.split(",") if part.strip()] or sorted(known)
     unknown = set(only) - known
     if unknown:
@@ -598,11 +598,14 @@ def main(argv: list[str] | None = None) -> int:
             bench.close()
         b5 = _parked_run(options, Path(tmp)) if PARKED in options.only else None
         b7 = _waiting_run(options, Path(tmp)) if WAITING in options.only else None
+        b8 = _listening_run(options, Path(tmp)) if _listening.SCENARIO in options.only else None
     results = {"meta": meta(options, started), "rows": summarize(runs, options), "runs": runs}
     if b5 is not None:
         results[PARKED] = b5
     if b7 is not None:
         results[WAITING] = b7
+    if b8 is not None:
+        results[_listening.SCENARIO] = b8
     options.out.mkdir(parents=True, exist_ok=True)
     (options.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(results, options.out / "latest.md")
@@ -613,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     say((options.out / "latest.md").read_text())
     failed = [row for row in results["rows"] if "problem" in row]
-    alone = [b for b in (b5, b7) if b is not None]
+    alone = [b for b in (b5, b7, b8) if b is not None]
     return 1 if failed or any(not b.get("ok") for b in alone) else 0
 
 
@@ -623,6 +626,14 @@ def _waiting_run(options: Options, tmp: Path) -> dict[str, Any]:
     if options.quick:
         return _waiting.run(options.python_longtools, tmp, pin=options.pin, clients=100, quiet_s=8.0)
     return _waiting.run(options.python_longtools, tmp, pin=options.pin)
+
+
+def _listening_run(options: Options, tmp: Path) -> dict[str, Any]:
+    """B8 runs on a stack of its own (a fresh Temporal, so only its own tasks are there)."""
+    say("B8: idle tasks followed by listen streams (about 3 minutes in full)")
+    if options.quick:
+        return _listening.run(options.python_longtools, tmp, pin=options.pin, streams=50, quiet_s=8.0)
+    return _listening.run(options.python_longtools, tmp, pin=options.pin)
 
 
 def _parked_run(options: Options, tmp: Path) -> dict[str, Any]:

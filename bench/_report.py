@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import _parked, _waiting
+from bench import _listening, _parked, _waiting
 from bench._scenarios import PARKED, WAITING
 
 TIMES = "\u00d7"  # the multiplication sign
@@ -178,6 +178,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [_parked.render(results[PARKED]), ""]
     if WAITING in results:
         lines += [_waiting.render(results[WAITING]), ""]
+    if _listening.SCENARIO in results:
+        lines += [_listening.render(results[_listening.SCENARIO]), ""]
     return "\n".join(lines)
 
 
