@@ -76,7 +76,7 @@ from service.server._pushed import (
     play_rounds,
 )
 from service.server._task_tools import TASK_TOOLS, task_tool_listing
-from service.server._wire import follows_by_tools, temporal_errors
+from service.server._wire import follows_by_tools, invalid_arguments, temporal_errors
 from service.tasks import KeyReused, RunOnce, Tasks, args_digest, derive_id, key_reused, state_used
 from service.tools import (
     Registry,
@@ -430,8 +430,7 @@ class _Handlers:
         try:
             args = tool.input_model.model_validate(params.arguments or {})
         except ValidationError as exc:
-            # Bad arguments are the caller's to correct, so they are a tool error the model can read.
-            return tool_error_result(f"Invalid arguments for tool {tool.name}: {_describe(exc)}")
+            return invalid_arguments(tool.name, exc)
         caller = caller_of(ctx)
         if not await self._authorized(tool, caller, args):
             return tool_error_result(NOT_AUTHORIZED)
@@ -736,9 +735,3 @@ def _idempotency_key(ctx: ServerRequestContext[Any, Any]) -> str | None:
             message=f"_meta[{IDEMPOTENCY_META!r}] must be a string of 1 to {_MAX_IDEMPOTENCY_KEY} characters",
         )
     return value
-
-
-def _describe(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-    )

@@ -33,7 +33,7 @@ from pydantic import TypeAdapter
 from service._logging import request_info
 from service._settings import Settings
 from service.auth import principal_of
-from service.server._limits import limit_reached
+from service.server._limits import answers_too_large
 from service.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy, needs_capability
 from service.server._wire import raw_notification, temporal_errors
 from service.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
@@ -131,14 +131,7 @@ class LegacyTasks:
                 code=INVALID_PARAMS, message=f"Cannot cancel task: already in terminal status {shown!r}"
             )
         async with temporal_errors("tasks/cancel"):
-            await self._tasks.cancel(view)
-            view = await self._tasks.wait(
-                task_id,
-                principal_of(ctx),
-                lambda now: now.status in TERMINAL,
-                self._settings.answer_settle_s,
-                since=view,
-            )
+            view = await self._tasks.cancel_and_wait(view, principal_of(ctx), self._settings.answer_settle_s)
         body = legacy_task_wire(view, self._poll_interval_ms(view))
         if view.status not in TERMINAL:
             body["status"] = "cancelled"
@@ -227,10 +220,7 @@ class LegacyTasks:
             async with temporal_errors("tasks/result"):
                 delivered = await self._tasks.answer(view, answers, skip_invalid=True)
         except AnswersTooLarge:
-            limit = self._settings.max_task_answer_bytes
-            raise limit_reached(
-                "max_task_answer_bytes", limit, "This task cannot take more bytes of answers"
-            ) from None
+            raise answers_too_large(self._settings.max_task_answer_bytes) from None
         return set(delivered)
 
     async def _task(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskView:

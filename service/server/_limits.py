@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 from prometheus_client import Gauge
 
-__all__ = ["HeldRounds", "limit_reached"]
+__all__ = ["HeldRounds", "answers_too_large", "limit_reached"]
 
 
 def limit_reached(setting: str, value: int, what: str) -> MCPError:
@@ -26,6 +26,11 @@ def limit_reached(setting: str, value: int, what: str) -> MCPError:
         message=f"{what}: the limit is {value} ({variable})",
         data={"limit": variable, "value": value},
     )
+
+
+def answers_too_large(limit: int) -> MCPError:
+    """A task has taken ``max_task_answer_bytes`` of answers (each is written to its history)."""
+    return limit_reached("max_task_answer_bytes", limit, "This task cannot take more bytes of answers")
 
 
 class HeldRounds:

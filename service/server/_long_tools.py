@@ -45,7 +45,7 @@ from service._settings import Settings
 from service.auth import principal_of
 from service.server._exchange import Exchange, state_refused
 from service.server._legacy_tasks import LegacyTasks, method_not_found, speaks_tasks
-from service.server._limits import HeldRounds, limit_reached
+from service.server._limits import HeldRounds, answers_too_large, limit_reached
 from service.server._listen import TaskListens
 from service.server._pushed import is_legacy
 from service.server._task_tools import TaskTools
@@ -284,10 +284,6 @@ class LongTools:
             raise _OtherArguments
         return view, created
 
-    def _answers_too_large(self) -> MCPError:
-        limit = self._settings.max_task_answer_bytes
-        return limit_reached("max_task_answer_bytes", limit, "This task cannot take more bytes of answers")
-
     def _owner(self, principal: str) -> str:
         return derive_id(self._id_secret, "owner", principal)
 
@@ -310,7 +306,7 @@ class LongTools:
             try:
                 delivered = await self._tasks.answer(view, responses, skip_invalid=True)
             except AnswersTooLarge:
-                raise self._answers_too_large() from None
+                raise answers_too_large(self._settings.max_task_answer_bytes) from None
             state = state.model_copy(update={"sent": sorted({*state.sent, *delivered})})
         return await self._hold(ctx, tool, state, rnd, exchange, view)
 
@@ -419,7 +415,7 @@ class LongTools:
         except AnswerRejected as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         except AnswersTooLarge:
-            raise self._answers_too_large() from None
+            raise answers_too_large(self._settings.max_task_answer_bytes) from None
         return {}
 
     async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:

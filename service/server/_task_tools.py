@@ -26,8 +26,8 @@ from pydantic import BaseModel, Field, ValidationError
 from service._logging import request_info
 from service._settings import Settings
 from service.auth import principal_of
-from service.server._limits import limit_reached
-from service.server._wire import temporal_errors
+from service.server._limits import answers_too_large
+from service.server._wire import invalid_arguments, temporal_errors
 from service.tasks import (
     TERMINAL,
     AnswerRejected,
@@ -114,10 +114,7 @@ class TaskTools:
         try:
             args = model.model_validate(arguments or {})
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-            )
-            return tool_error_result(f"Invalid arguments for tool {name}: {problems}")
+            return invalid_arguments(name, exc)
         request_info()["task_id"] = args.task_id
         principal = principal_of(ctx)
         try:
@@ -126,7 +123,7 @@ class TaskTools:
                 if name == "task_status":
                     view = await self._news(view, principal)
                 elif name == "task_cancel":
-                    view = await self._cancel(view, principal)
+                    view = await self._tasks.cancel_and_wait(view, principal, self._settings.answer_settle_s)
                 else:
                     assert isinstance(args, _TaskAnswer)
                     outcome = await self._answer(view, principal, args.answers)
@@ -152,18 +149,6 @@ class TaskTools:
             since=view,
         )
 
-    async def _cancel(self, view: TaskView, principal: str) -> TaskView:
-        if view.status in TERMINAL:
-            return view
-        await self._tasks.cancel(view)
-        return await self._tasks.wait(
-            view.task_id,
-            principal,
-            lambda now: now.status in TERMINAL,
-            self._settings.answer_settle_s,
-            since=view,
-        )
-
     async def _answer(
         self, view: TaskView, principal: str, answers: Mapping[str, Any]
     ) -> TaskView | CallToolResult:
@@ -186,10 +171,7 @@ class TaskTools:
         try:
             delivered = set(await self._tasks.answer(view, answers))
         except AnswersTooLarge:
-            limit = self._settings.max_task_answer_bytes
-            raise limit_reached(
-                "max_task_answer_bytes", limit, "This task cannot take more bytes of answers"
-            ) from None
+            raise answers_too_large(self._settings.max_task_answer_bytes) from None
         # Once the workflow has taken the answers, wait for what they lead to: the next question,
         # the end, or the wait's bound.
         return await self._tasks.wait(

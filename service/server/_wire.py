@@ -10,15 +10,23 @@ from typing import Any, cast
 import structlog
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, ClientCapabilities, ServerNotification
+from mcp_types import INTERNAL_ERROR, CallToolResult, ClientCapabilities, ServerNotification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio.service import RPCError
 
 from service._protocol import TASKS_EXTENSION
 from service.temporal import PayloadDecryptError, unreachable
+from service.tools import tool_error_result
 
-__all__ = ["UNAVAILABLE", "declares_tasks", "follows_by_tools", "raw_notification", "temporal_errors"]
+__all__ = [
+    "UNAVAILABLE",
+    "declares_tasks",
+    "follows_by_tools",
+    "invalid_arguments",
+    "raw_notification",
+    "temporal_errors",
+]
 
 log = structlog.get_logger("longtools.long")
 
@@ -68,3 +76,12 @@ def follows_by_tools(ctx: ServerRequestContext[Any, Any]) -> bool:
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return not declares_tasks(caps)
     return caps.tasks is None and not isinstance((ctx.params or {}).get("task"), dict)
+
+
+def invalid_arguments(tool: str, exc: ValidationError) -> CallToolResult:
+    """Bad arguments are the caller's to correct, so they are a tool error the model can read,
+    naming each field."""
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+    )
+    return tool_error_result(f"Invalid arguments for tool {tool}: {problems}")

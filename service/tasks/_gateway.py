@@ -488,6 +488,16 @@ class Tasks:
                 raise
         log.info("task_cancel_requested", task_id=view.task_id)
 
+    async def cancel_and_wait(self, view: TaskView, principal: str, within_s: float) -> TaskView:
+        """Cancel the task and wait up to ``within_s`` for it to end; the task then (a task with no
+        worker running ends when one starts: the cancellation is durable already)."""
+        if view.status in TERMINAL:
+            return view
+        await self.cancel(view)
+        return await self.wait(
+            view.task_id, principal, lambda now: now.status in TERMINAL, within_s, since=view
+        )
+
     async def wait(
         self,
         task_id: str,
