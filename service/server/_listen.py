@@ -42,7 +42,7 @@ from service._logging import request_info
 from service._settings import Settings
 from service.auth import principal_of
 from service.server._limits import limit_reached
-from service.server._wire import declares_tasks, raw_notification
+from service.server._wire import declares_tasks, raw_notification, temporal_errors
 from service.tasks import TERMINAL, TaskNotFound, Tasks, TaskView
 from service.temporal import unreachable
 
@@ -83,7 +83,8 @@ class TaskListens:
         principal = principal_of(ctx)
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         with self._holding(principal):
-            views = await self._owned(task_ids, principal)
+            async with temporal_errors("subscriptions/listen"):
+                views = await self._owned(task_ids, principal)
             owned = [view.task_id for view in views]
             honored = SubscriptionFilter.model_validate(
                 {**filters, **({"taskIds": owned} if wanted is not None else {})}
