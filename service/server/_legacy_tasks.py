@@ -34,7 +34,7 @@ from service._logging import request_info
 from service._settings import Settings
 from service.auth import principal_of
 from service.server._limits import answers_too_large
-from service.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy, needs_capability
+from service.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy
 from service.server._wire import raw_notification, temporal_errors
 from service.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
 from service.tools import Tool, as_wire, kind_supported, tool_error_result
@@ -212,10 +212,6 @@ class LegacyTasks:
             answers = await ask(ctx, questions, related_task=view.task_id)
         except Unanswered as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
-        except MCPError as exc:
-            if needs_capability(exc) is None:
-                raise
-            raise MCPError(code=INVALID_REQUEST, message=exc.error.message) from None
         try:
             async with temporal_errors("tasks/result"):
                 delivered = await self._tasks.answer(view, answers, skip_invalid=True)
