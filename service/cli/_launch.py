@@ -284,6 +284,8 @@ async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
 
 
 def _uvicorn(settings: Settings, app: FastAPI) -> Server:
+    # uvicorn's loop and parser are its defaults ("auto"): uvloop and httptools, which longtools
+    # installs (bench/README.md, B1), and asyncio and h11 where they are missing.
     return Server(
         uvicorn.Config(
             front_door(app),
