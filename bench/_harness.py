@@ -58,9 +58,11 @@ from bench._scenarios import (
 )
 
 # Redis's durability in the benchmark: no RDB snapshots, an append-only file fsynced once a second
-# (Redis's own recommended setting). Temporal's SQLite is stricter: synchronous=full, an fsync at
-# every commit. bench/README.md says so next to the figures.
+# (Redis's own recommended setting); and, for the durable peer row, fsynced at every write, as
+# Temporal's SQLite is (synchronous=full, an fsync at every commit): that Redis loses nothing a
+# kill -9 can take. bench/README.md says so next to the figures.
 _REDIS_DURABILITY = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
+_REDIS_FSYNC: dict[Need, str] = {"redis": "everysec", "redis-always": "always"}
 _VERSIONS = (
     "import importlib.metadata as m, json, sys\n"
     "names = ['mcp', 'fastmcp', 'uvicorn', 'starlette', 'h11', 'pydantic', 'anyio', 'longtools',"
@@ -155,8 +157,8 @@ class Backends:
         self._children: dict[Need, Child] = {}
         self.temporal = ""
         """host:port of the Temporal frontend, once started."""
-        self.redis = ""
-        """redis:// URL, once started."""
+        self.redis: dict[Need, str] = {}
+        """redis:// URL of each Redis, once started ("redis", "redis-always")."""
 
     def names(self) -> dict[int, Need]:
         return {child.pid: need for need, child in self._children.items()}
@@ -176,7 +178,7 @@ class Backends:
                 self.ensure(("temporal",))
                 self._start_worker()
             else:
-                self._start_redis()
+                self._start_redis(need)
 
     def _start_temporal(self) -> None:
         self._children["temporal"], self.temporal = start_temporal(self._bin, self._tmp)
@@ -184,15 +186,16 @@ class Backends:
     def _start_worker(self) -> None:
         self._children["worker"] = start_worker(self._bin, self._tmp, self.temporal, TOOLS_MODULE)
 
-    def _start_redis(self) -> None:
+    def _start_redis(self, need: Need) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise StartFailed("redis-server is not installed: apt-get install -y redis-server")
         port = free_port()
-        data = self._tmp / "redis"
+        data = self._tmp / need
         data.mkdir(exist_ok=True)
+        durability = (*_REDIS_DURABILITY[:-1], _REDIS_FSYNC[need])
         redis = spawn(
-            "redis",
+            need,
             [
                 binary,
                 "--port",
@@ -203,14 +206,14 @@ class Backends:
                 str(data),
                 "--daemonize",
                 "no",
-                *_REDIS_DURABILITY,
+                *durability,
             ],
             log_dir=self._tmp,
             cwd=data,
         )
-        self._children["redis"] = redis
+        self._children[need] = redis
         wait_for_port(port, redis, 30)
-        self.redis = f"redis://127.0.0.1:{port}/0"
+        self.redis[need] = f"redis://127.0.0.1:{port}/0"
 
     def stop(self) -> None:
         for child in reversed(list(self._children.values())):
@@ -237,7 +240,8 @@ class Bench:
             "root": str(ROOT),
             "data": str(data),
             "temporal": self.backends.temporal,
-            "redis": self.backends.redis,
+            "redis": self.backends.redis.get("redis", ""),
+            "redis_always": self.backends.redis.get("redis-always", ""),
         }
         argv = [part.format(**values) for part in launch.argv]
         env = {name: value.format(**values) for name, value in launch.env}
@@ -562,7 +566,9 @@ def meta(options: Options, started: float) -> dict[str, Any]:
         "payload": PAYLOAD,
         "pinned": "server on CPU 0, load generator on CPU 1" if options.pin else "not pinned",
         "generator": "bench/load.py and bench/task_load.py (Python asyncio, raw HTTP/1.1 keep-alive)",
-        "redis": "redis-server " + " ".join(part or '""' for part in _REDIS_DURABILITY),
+        "redis": "redis-server "
+        + " ".join(part or '""' for part in _REDIS_DURABILITY)
+        + "; the durable row's with --appendfsync always",
         "peers_env": _versions(options.python_peers),
         "longtools_env": _versions(options.python_longtools),
         "scenarios": [

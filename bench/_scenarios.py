@@ -19,7 +19,7 @@ from bench._procs import BENCH_LIMITS, KEY_RINGS
 Role = Literal["floor", "peer", "ours"]
 Kind = Literal["call", "mrtr", "task-latency", "task-input", "task-throughput"]
 Figure = Literal["throughput", "latency", "duration"]
-Need = Literal["temporal", "worker", "redis"]
+Need = Literal["temporal", "worker", "redis", "redis-always"]
 
 PAYLOAD = "0123456789abcdef"  # 16 bytes of text, echoed back by every implementation
 TOOLS_MODULE = "bench.servers.longtools_tools"
@@ -47,7 +47,8 @@ class Launch:
     ``argv`` and ``env`` values are templates: ``{peers_python}``, ``{longtools_python}``,
     ``{longtools}`` (the ``longtools`` script), ``{root}`` (the repository), ``{data}`` (a
     directory of this launch's own in the run's temporary directory), ``{temporal}`` (the dev
-    server's host:port), ``{redis}`` (Redis's ``redis://`` URL). ``needs`` are started once,
+    server's host:port), ``{redis}`` and ``{redis_always}`` (the ``redis://`` URL of Redis,
+    fsyncing every second or at every write). ``needs`` are started once,
     before the first row that needs them, and kept for every later row; their CPU is the row's
     *backend CPU*.
     """
@@ -70,6 +71,12 @@ LAUNCHES: dict[str, Launch] = {
     "fastmcp-tasks-redis": Launch(
         ("{peers_python}", "-m", "bench.servers.fastmcp_tasks", "--docket-url", "{redis}"),
         needs=("redis",),
+    ),
+    # The durable peer: Redis fsyncs its append-only file at every write, as Temporal's SQLite
+    # does at every commit, so a kill -9 loses nothing either takes.
+    "fastmcp-tasks-redis-always": Launch(
+        ("{peers_python}", "-m", "bench.servers.fastmcp_tasks", "--docket-url", "{redis_always}"),
+        needs=("redis-always",),
     ),
     "temporal-floor": Launch(
         ("{longtools_python}", "-m", "bench.servers.temporal_floor", "--temporal-address", "{temporal}"),
@@ -109,6 +116,7 @@ BACKEND_LABELS: dict[tuple[Need, ...], str] = {
     ("temporal", "worker"): "Temporal + longtools worker",
     ("temporal",): "Temporal",
     ("redis",): "Redis",
+    ("redis-always",): "Redis (appendfsync always)",
 }
 
 
@@ -152,6 +160,7 @@ FASTMCP = "fastmcp 4.1.4"
 TEMPORAL_FLOOR = "Temporal floor (execute_workflow, worker in-process)"
 FASTMCP_TASKS_MEMORY = "fastmcp-tasks 4.1.4, memory://"
 FASTMCP_TASKS_REDIS = "fastmcp-tasks 4.1.4, Redis"
+FASTMCP_TASKS_REDIS_ALWAYS = "fastmcp-tasks 4.1.4, Redis fsync always (durable)"
 TEMPORAL_FLOOR_EAGER = "Temporal floor, eager start"
 LONGTOOLS_API = "longtools api + worker"
 LONGTOOLS_SERVE = "longtools serve (API + worker in one process, eager start)"
@@ -169,6 +178,13 @@ def _task_rows(tool: str, *, floor: bool, inline: bool = False) -> tuple[Impl, .
         *(floors if floor else ()),
         Impl("fastmcp-tasks-memory", FASTMCP_TASKS_MEMORY, "peer", "fastmcp-tasks-memory", tool),
         Impl("fastmcp-tasks-redis", FASTMCP_TASKS_REDIS, "peer", "fastmcp-tasks-redis", tool),
+        Impl(
+            "fastmcp-tasks-redis-always",
+            FASTMCP_TASKS_REDIS_ALWAYS,
+            "peer",
+            "fastmcp-tasks-redis-always",
+            tool,
+        ),
         Impl("longtools", LONGTOOLS_API, "ours", "longtools", tool, floor="floor"),
         Impl("longtools-serve", LONGTOOLS_SERVE, "ours", "longtools-serve", tool, floor="floor-eager"),
     )
