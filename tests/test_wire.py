@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -81,6 +83,28 @@ def test_routing_headers_that_disagree_with_the_body_are_refused(
     """Spec-mandated (SEP-2243): Mcp-Method/Mcp-Name must equal the body, else -32020 and 400."""
     err = error(post(mcp_url, method, params, headers=override), 400)
     assert err["code"] == HEADER_MISMATCH
+
+
+def test_a_header_value_is_compared_without_its_surrounding_whitespace(mcp_url: str) -> None:
+    """RFC 9110 section 5.5 (the suite's http-header-validation): whichever HTTP parser uvicorn uses."""
+    params = {"name": "echo", "arguments": {"text": "x"}, "_meta": meta()}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    url = httpx.URL(mcp_url)
+    head = (
+        f"POST {url.path} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\n"
+        f"Mcp-Method:  tools/call \r\nMcp-Name: \techo \r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    # httpx refuses to send such a header, so the request is written by hand.
+    with socket.create_connection((url.host, url.port), timeout=10) as conn:
+        conn.sendall(head.encode() + body)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    status, _, payload = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 200"), answer
+    assert json.loads(payload)["result"]["structuredContent"] == {"text": "x"}
 
 
 def test_an_unknown_method_is_method_not_found_with_404(mcp_url: str) -> None:

@@ -33,6 +33,9 @@ Streams = Callable[[str | None, Mapping[str, Any]], bool]
 """Whether a request (its ``Mcp-Method`` and params) may need a streamed (SSE) response."""
 
 
+_OWS = (b" ", b"\t")
+
+
 class McpGate:
     """Pure ASGI wrapper around the SDK's streamable-HTTP handlers for one endpoint.
 
@@ -63,7 +66,12 @@ class McpGate:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
+        raw = scope["headers"]
+        if any(value[:1] in _OWS or value[-1:] in _OWS for _, value in raw):
+            # RFC 9110 section 5.5: a field value excludes its leading and trailing whitespace. h11
+            # strips it, httptools does not, and the SDK compares Mcp-* values as they come.
+            raw = scope["headers"] = [(name, value.strip(b" \t")) for name, value in raw]
+        headers = dict(raw)
         method = _latin1(headers.get(b"mcp-method"))
         # Mcp-Name is the tool for tools/call and the task for tasks/* (the handlers add the task id
         # a tools/call creates).
