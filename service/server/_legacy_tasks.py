@@ -30,12 +30,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 from pydantic import TypeAdapter
 
-from service._logging import request_info
 from service._settings import Settings
 from service.auth import principal_of
 from service.server._limits import answers_too_large
 from service.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy
-from service.server._wire import raw_notification, temporal_errors
+from service.server._wire import raw_notification, read_task, temporal_errors
 from service.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
 from service.tools import Tool, as_wire, kind_supported, tool_error_result
 from workflows import InputRequest
@@ -117,14 +116,14 @@ class LegacyTasks:
         }
 
     async def get(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
-        view = await self._task(ctx, task_id)
+        view = await read_task(ctx, self._tasks, task_id)
         return legacy_task_wire(view, self._poll_interval_ms(view))
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """Cancel, and answer with the task once it has ended (the cancellation is durable at once;
         a workflow takes it at its next step, so a task with no worker running reads as cancelled
         here and ends so when one starts)."""
-        view = await self._task(ctx, task_id)
+        view = await read_task(ctx, self._tasks, task_id)
         if view.status in TERMINAL:
             shown = legacy_task_wire(view, 0)["status"]
             raise MCPError(
@@ -161,7 +160,7 @@ class LegacyTasks:
         """Wait for the task's end, pushing each question it asks meanwhile, and answer with what
         ``tools/call`` would have: its result, or its JSON-RPC error."""
         principal = principal_of(ctx)
-        view = await self._task(ctx, task_id)
+        view = await read_task(ctx, self._tasks, task_id)
         sent: set[str] = set()
         pushes = 0
         with self._holding(principal):
@@ -218,14 +217,6 @@ class LegacyTasks:
         except AnswersTooLarge:
             raise answers_too_large(self._settings.max_task_answer_bytes) from None
         return set(delivered)
-
-    async def _task(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskView:
-        request_info()["task_id"] = task_id
-        try:
-            async with temporal_errors(ctx.method):
-                return await self._tasks.get(task_id, principal_of(ctx))
-        except TaskNotFound as exc:
-            raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
 
     def _sealed_cursor(self, token: bytes, principal: str) -> str:
         body = base64.urlsafe_b64encode(token).decode()

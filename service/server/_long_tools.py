@@ -49,7 +49,7 @@ from service.server._limits import HeldRounds, answers_too_large, limit_reached
 from service.server._listen import TaskListens
 from service.server._pushed import is_legacy
 from service.server._task_tools import TaskTools
-from service.server._wire import UNAVAILABLE, declares_tasks, follows_by_tools, temporal_errors
+from service.server._wire import UNAVAILABLE, declares_tasks, follows_by_tools, read_task, temporal_errors
 from service.tasks import (
     TERMINAL,
     AnswerRejected,
@@ -440,7 +440,6 @@ class LongTools:
         if not declares_tasks(ctx.session.client_capabilities):
             raise missing_tasks_extension()
         task_id = params.checked_task_id()
-        request_info()["task_id"] = task_id
         headers = getattr(ctx.request, "headers", None)
         named = headers.get("mcp-name") if headers is not None else None
         # SEP-2663: tasks/* carry the task id in Mcp-Name (the SDK checks it only for core methods).
@@ -449,11 +448,7 @@ class LongTools:
         # fastmcp 4.1.4's tasks client never sends it.
         if named is not None and decode_header_value(named) != task_id:
             raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")
-        try:
-            async with temporal_errors(ctx.method):
-                return await self._tasks.get(task_id, principal_of(ctx))
-        except TaskNotFound as exc:
-            raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
+        return await read_task(ctx, self._tasks, task_id)
 
 
 class _OtherArguments(Exception):

@@ -35,7 +35,6 @@ from service.tasks import (
     TaskNotFound,
     Tasks,
     TaskView,
-    check_answer,
 )
 from service.tools import tool_error_result
 
@@ -162,14 +161,10 @@ class TaskTools:
                 f"It asks no question {', '.join(map(repr, unknown))}; "
                 f"the open ones are {', '.join(map(repr, sorted(open_questions)))}.",
             )
-        for key, answer in answers.items():
-            try:
-                check_answer(key, open_questions[key], answer)
-            except AnswerRejected as exc:
-                fits = _what_fits(key, open_questions[key])
-                return self._refused(view, f"{exc}. {fits}")
         try:
             delivered = set(await self._tasks.answer(view, answers))
+        except AnswerRejected as exc:  # nothing was sent
+            return self._refused(view, f"{exc}. {_what_fits(exc.key, open_questions[exc.key])}")
         except AnswersTooLarge:
             raise answers_too_large(self._settings.max_task_answer_bytes) from None
         # Once the workflow has taken the answers, wait for what they lead to: the next question,

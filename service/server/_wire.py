@@ -10,12 +10,15 @@ from typing import Any, cast
 import structlog
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, CallToolResult, ClientCapabilities, ServerNotification
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, ClientCapabilities, ServerNotification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 from temporalio.service import RPCError
 
+from service._logging import request_info
 from service._protocol import TASKS_EXTENSION
+from service.auth import principal_of
+from service.tasks import TaskNotFound, Tasks, TaskView
 from service.temporal import PayloadDecryptError, unreachable
 from service.tools import tool_error_result
 
@@ -25,6 +28,7 @@ __all__ = [
     "follows_by_tools",
     "invalid_arguments",
     "raw_notification",
+    "read_task",
     "temporal_errors",
 ]
 
@@ -85,3 +89,17 @@ def invalid_arguments(tool: str, exc: ValidationError) -> CallToolResult:
         f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
     )
     return tool_error_result(f"Invalid arguments for tool {tool}: {problems}")
+
+
+async def read_task(ctx: ServerRequestContext[Any, Any], tasks: Tasks, task_id: str) -> TaskView:
+    """The task of a ``tasks/*`` request, as its caller may see it.
+
+    Raises:
+        MCPError: -32602 for an unknown, expired or another principal's task (one answer for all).
+    """
+    request_info()["task_id"] = task_id
+    try:
+        async with temporal_errors(ctx.method):
+            return await tasks.get(task_id, principal_of(ctx))
+    except TaskNotFound as exc:
+        raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None

@@ -82,6 +82,11 @@ class TaskNotFound(Exception):
 class AnswerRejected(Exception):
     """An answer does not fit the question it answers; the message says which and why."""
 
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        """The key of the question the answer does not fit."""
+
 
 class AnswersTooLarge(Exception):
     """The answers would take the task past ``max_task_answer_bytes``."""
@@ -553,12 +558,12 @@ def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[st
         return as_wire(answer)
     except ValidationError as exc:
         detail = "; ".join(err["msg"] for err in exc.errors()[:3])
-        raise AnswerRejected(f"inputResponses[{key!r}] is not an answer to {method}: {detail}") from None
+        raise AnswerRejected(key, f"inputResponses[{key!r}] is not an answer to {method}: {detail}") from None
     except jsonschema.ValidationError as exc:
         field = ".".join(str(part) for part in exc.absolute_path)
         where = f" (field {field!r})" if field else ""
         raise AnswerRejected(
-            f"inputResponses[{key!r}] does not fit the requested form{where}: {exc.message}"
+            key, f"inputResponses[{key!r}] does not fit the requested form{where}: {exc.message}"
         ) from None
 
 

@@ -24,36 +24,19 @@
 //    "connectError": absent | {code, message}}
 // Exit code 0 unless the driver itself crashes (bad usage or an unexpected exception: exit 2).
 //
-// The SDK is loaded from <repo>/conformance/node_modules (override with MCP_CONFORMANCE_DIR).
+// The SDK is loaded from <repo>/conformance/node_modules (override with MCP_CONFORMANCE_DIR), by
+// driver.mjs, which both drivers share.
 
-import { readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const conformanceDir = process.env.MCP_CONFORMANCE_DIR ?? resolve(here, '..', '..', 'conformance');
-const sdkDir = join(conformanceDir, 'node_modules', '@modelcontextprotocol', 'sdk', 'dist', 'esm');
-const load = (rel) => import(pathToFileURL(join(sdkDir, rel)).href);
+import { errorOf, load, readArgs, run, transportFor } from './driver.mjs';
 
 const { Client } = await load('client/index.js');
-const { StreamableHTTPClientTransport } = await load('client/streamableHttp.js');
 const { ElicitRequestSchema, CallToolResultSchema } = await load('types.js');
 
 const DEFAULT_TIMEOUT_MS = 600_000; // per call, restarted by every progress notification
 
-function errorOf(e) {
-  const err = { code: e?.code ?? null, message: String(e?.message ?? e) };
-  if (e?.data !== undefined) err.data = e.data;
-  return err;
-}
 
 async function main() {
-  const [url, scriptPath] = process.argv.slice(2);
-  if (!url || !scriptPath) {
-    process.stderr.write('usage: legacy_client.mjs <url> <script.json>\n');
-    process.exit(2);
-  }
-  const script = JSON.parse(readFileSync(scriptPath, 'utf8'));
+  const { url, script } = readArgs('legacy_client');
   const capabilities = script.capabilities ?? {};
   const answers = [...(script.answers ?? [])];
   const steps = script.steps ?? [];
@@ -70,9 +53,7 @@ async function main() {
   };
   let currentStep = null;
 
-  const requestInit = {};
-  if (script.token) requestInit.headers = { Authorization: `Bearer ${script.token}` };
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit });
+  const transport = transportFor(url, script);
   const client = new Client({ name: 'longtools-legacy-client', version: '1.0.0' }, { capabilities });
 
   // The SDK refuses to register an elicitation handler unless the capability is declared.
@@ -151,10 +132,4 @@ async function main() {
   process.stdout.write(JSON.stringify(out) + '\n');
 }
 
-try {
-  await main();
-  process.exit(0);
-} catch (e) {
-  process.stderr.write(`legacy_client crashed: ${e?.stack ?? e}\n`);
-  process.exit(2);
-}
+await run('legacy_client', main);
