@@ -1,7 +1,8 @@
 """Ours (issue 14): ``Changes``, the one way the API waits for a workflow, on a real Temporal.
 
-No worker runs here: the watch long-polls the workflow's history, which Temporal serves without
-one. A run-once record (``longtools.Once``) is the workflow: it takes a signal with no worker.
+No worker runs here, but where a workflow must end: the watch long-polls the workflow's history,
+which Temporal serves without one. A run-once record (``longtools.Once``) is the workflow: it
+takes a signal with no worker.
 """
 
 from __future__ import annotations
@@ -9,16 +10,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from temporalio.client import Client, WorkflowHandle
+import pytest
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.worker import Worker
 
 from service import Settings
 from service.tasks import Changes, Mailboxes, Mark
-from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL
+from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
 
 
-async def _started(client: Client) -> tuple[WorkflowHandle[object, object], Mark]:
+async def _started(client: Client, queue: str | None = None) -> tuple[WorkflowHandle[object, object], Mark]:
     handle: WorkflowHandle[object, object] = await client.start_workflow(
-        ONCE_WORKFLOW, id=f"changes-{uuid.uuid4()}", task_queue=f"tq-{uuid.uuid4()}"
+        ONCE_WORKFLOW, id=f"changes-{uuid.uuid4()}", task_queue=queue or f"tq-{uuid.uuid4()}"
     )
     description = await handle.describe()
     length = description.raw_description.workflow_execution_info.history_length
@@ -105,3 +108,35 @@ async def test_an_answer_posted_on_another_replica_reaches_the_box_it_waits_in(c
         ] == []
     finally:
         await holder_changes.aclose()
+
+
+async def test_a_completion_is_read_from_the_close_event_and_nothing_else_is(client: Client) -> None:
+    """Issue 17: a reader after a run's completion takes its result from the watch, not from a
+    second history fetch; any other ending (here a cancellation) leaves the reader to read."""
+    queue = f"tq-{uuid.uuid4()}"
+    changes = Changes(lambda: client, client.namespace)
+    try:
+        async with Worker(client, task_queue=queue, workflows=[OnceRecord]):
+            completed, completed_seen = await _started(client, queue)
+            await completed.signal(OUTCOME_SIGNAL, {"result": {}})  # the record then completes
+            await completed.result()
+            cancelled, cancelled_seen = await _started(client, queue)
+            await cancelled.cancel()
+            with pytest.raises(WorkflowFailureError):
+                await cancelled.result()
+        async with asyncio.timeout(30):
+            assert await changes.after(completed.id, completed_seen, within_s=30) is True
+            assert await changes.after(cancelled.id, cancelled_seen, within_s=30) is True
+        assert changes.completed(cancelled.id, cancelled_seen) is None
+        completion = changes.completed(completed.id, completed_seen)
+        assert completion is not None
+        described = await completed.describe()
+        assert completion.mark == Mark(
+            described.run_id, described.raw_description.workflow_execution_info.history_length
+        )
+        assert completion.at == described.close_time
+        assert await client.data_converter.decode(completion.result.payloads) == [None]
+        # A reader that has seen the completion already gets nothing more from the watch.
+        assert changes.completed(completed.id, completion.mark) is None
+    finally:
+        await changes.aclose()

@@ -22,10 +22,10 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import structlog
-from temporalio.api.common.v1 import Payload, WorkflowExecution
+from temporalio.api.common.v1 import Payload, Payloads, WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client
@@ -33,7 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 log = structlog.get_logger("longtools.changes")
 
-__all__ = ["Changes", "Mark"]
+__all__ = ["Changes", "Completion", "Mark"]
 
 _CHANGES = frozenset(
     {
@@ -63,6 +63,15 @@ class Mark:
     events: int
 
 
+@dataclass(frozen=True)
+class Completion:
+    """A run's completion as its close event has it: its result (still encoded), and when."""
+
+    mark: Mark
+    result: Payloads
+    at: datetime
+
+
 class _Watch:
     """The long poll of one workflow's history, and the last change it has seen."""
 
@@ -73,6 +82,8 @@ class _Watch:
         """Event id (in the current run) of the last change seen."""
         self.memo: Mapping[str, Payload] = {}
         """What the last change upserted into the memo, when it was a memo upsert."""
+        self.completion: Completion | None = None
+        """The run's result, when the last change was its completion."""
         self.caught_up = False
         """Whether the watch has read the current run's history to its end and waits for more."""
         self.closed = False
@@ -157,6 +168,15 @@ class Changes:
         value = watch.memo.get(key)
         return (Mark(seen.run_id, watch.changed_at), value) if value is not None else None
 
+    def completed(self, workflow_id: str, seen: Mark) -> Completion | None:
+        """When the workflow's last change after ``seen`` completed the run ``seen`` is of: its
+        result from the close event, so a reader need not fetch the history again. None
+        otherwise (it failed, was cancelled, continued as new...): read it."""
+        watch = self._watches.get(workflow_id)
+        if watch is None or watch.runs[-1] != seen.run_id or watch.changed_at <= seen.events:
+            return None
+        return watch.completion
+
     def follow(self, workflow_id: str, seen: Mark) -> None:
         """Start watching the workflow (if no watch is running) for readers to come."""
         self._watch(workflow_id, seen.run_id).idle_since = asyncio.get_running_loop().time()
@@ -239,9 +259,14 @@ class Changes:
                     if event.event_type in _CHANGES:
                         watch.changed_at = event.event_id
                         watch.memo = {}
+                        watch.completion = None
                         changed = True
                     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
                         watch.memo = event.workflow_properties_modified_event_attributes.upserted_memo.fields
+                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+                        result = event.workflow_execution_completed_event_attributes.result
+                        at = event.event_time.ToDatetime(tzinfo=UTC)
+                        watch.completion = Completion(Mark(watch.runs[-1], event.event_id), result, at)
                     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
                         successor = event.workflow_execution_continued_as_new_event_attributes
                         watch.runs.append(successor.new_execution_run_id)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import jsonschema
 import structlog
-from mcp_types import CallToolResult, ElicitResult
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from pydantic import BaseModel, ValidationError
 from temporalio.api.common.v1 import Payloads, WorkflowExecution
 from temporalio.api.enums.v1 import IndexedValueType
@@ -48,7 +48,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from service._settings import Settings
-from service.tasks._changes import Changes, Mark
+from service.tasks._changes import Changes, Completion, Mark
 from service.tasks._run_once import ARGS_MEMO
 from service.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
 from workflows import ANSWER_SIGNAL, TASK_MEMO, Published
@@ -345,6 +345,9 @@ class Tasks:
                 self._known.move_to_end(task_id)
                 _check_expiry(view)
                 return view
+            completed = None if view.mark is None else self._changes.completed(task_id, view.mark)
+            if completed is not None:  # the watch has its result: nothing to fetch again
+                return await self._completed(view, principal, completed)
         view = await self.read(task_id, principal)
         if view.status == "working" and view.mark is not None:
             self._changes.follow(task_id, view.mark)  # so the next poll is answered from here
@@ -405,12 +408,7 @@ class Tasks:
             value = await handle.result(follow_runs=False, rpc_timeout=self._rpc_timeout)
         except WorkflowFailureError as exc:
             return _failed(view, tool, exc)
-        try:
-            result = to_call_result(tool, value)
-        except ValidationError:
-            log.exception("task_result_invalid", task_id=view.task_id, tool=tool.name)
-            result = tool_error_result(f"Error executing tool {tool.name}")
-        return replace(view, status="completed", result=as_wire(result))
+        return replace(view, status="completed", result=as_wire(_valid_result(view, tool, value)))
 
     async def answer(
         self, view: TaskView, responses: Mapping[str, Any], *, skip_invalid: bool = False
@@ -535,8 +533,13 @@ class Tasks:
         """The task after a change: from what the change published, when that was all it did (no
         call to Temporal), else read again."""
         assert view.mark is not None
+        if view.status in TERMINAL:
+            return await self.read(view.task_id, principal)
+        completed = self._changes.completed(view.task_id, view.mark)
+        if completed is not None:
+            return await self._completed(view, principal, completed)
         upserted = self._changes.upserted(view.task_id, view.mark, TASK_MEMO)
-        if upserted is None or view.status in TERMINAL:
+        if upserted is None:
             return await self.read(view.task_id, principal)
         mark, payload = upserted
         [published] = await self._connection().data_converter.decode([payload])
@@ -545,6 +548,17 @@ class Tasks:
         _check_expiry(changed)
         self._know(view.task_id, principal, changed)
         return changed
+
+    async def _completed(self, view: TaskView, principal: str, completed: Completion) -> TaskView:
+        """The task after its close event, whose result the watch has: no history to fetch again."""
+        tool = self._registry.tools[view.tool]
+        hints = None if tool.output_model is None else [tool.output_model]
+        [value] = await self._connection().data_converter.decode(completed.result.payloads, hints)
+        result = as_wire(_valid_result(view, tool, value))
+        at, mark = completed.at, completed.mark
+        ended = replace(view, status="completed", message=None, result=result, updated_at=at, mark=mark)
+        self._know(view.task_id, principal, ended)
+        return ended
 
 
 def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[str, Any]:
@@ -565,6 +579,15 @@ def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[st
         raise AnswerRejected(
             key, f"inputResponses[{key!r}] does not fit the requested form{where}: {exc.message}"
         ) from None
+
+
+def _valid_result(view: TaskView, tool: Tool, value: Any) -> CallToolResult | InputRequiredResult:
+    """The tool's result as a call's, or a tool error when it does not fit the tool's output."""
+    try:
+        return to_call_result(tool, value)
+    except ValidationError:
+        log.exception("task_result_invalid", task_id=view.task_id, tool=tool.name)
+        return tool_error_result(f"Error executing tool {tool.name}")
 
 
 def _check_expiry(view: TaskView) -> None:
