@@ -15,9 +15,15 @@ and runs inside the Temporal worker's sandbox. A long tool in full::
             ...
 """
 
-from workflows._ask import ANSWER_SIGNAL, TASK_MEMO, Published, ask, ask_form, report
-from workflows._errors import PROTOCOL_ERROR, TOOL_ERROR, ProtocolError, ToolError
-from workflows._inputs import Elicited, InputRequest, InputResponse, elicit, list_roots, sample
+from temporalio import workflow
+
+# Temporal's sandbox imports a workflow's module afresh for every new workflow, and its package
+# first: this one. What it holds is deterministic and keeps no per-workflow state, so the sandbox
+# takes it from the worker, instead of building its models again for every task.
+with workflow.unsafe.imports_passed_through():
+    from workflows._ask import ANSWER_SIGNAL, TASK_MEMO, Published, ask, ask_form, report
+    from workflows._errors import PROTOCOL_ERROR, TOOL_ERROR, ProtocolError, ToolError
+    from workflows._inputs import Elicited, InputRequest, InputResponse, elicit, list_roots, sample
 
 __all__ = [
     "ANSWER_SIGNAL",
