@@ -8,88 +8,28 @@ question and then returns the text, as the peers' ``confirm`` does:
 - ``confirm_once`` has no annotations: longtools makes its final round single-use by recording it
   in Temporal (a ``longtools.Once`` workflow started and signalled per exchange).
 
-``noop`` is a long tool whose workflow returns at once: ``longtools worker`` refuses to start
-without a long tool, and it is the subject of the task benchmarks B3 and B6.
-
-``three_questions`` (B4) is a long tool written plainly, as docs/writing-tools.md shows: three
-times, an activity does 2 s of work and then ``ask_form`` asks one question. The workflow waits
-for each answer where it is; nothing is run again after an answer.
+The long tools ``noop`` (B3, B6; ``longtools worker`` refuses to start without a long tool) and
+``three_questions`` (B4) are told in three files, as docs/writing-tools.md advises: their
+workflows (``longtools_workflows``), their models and activity (``longtools_activities``), and
+their registration here.
 """
 
 from __future__ import annotations
 
-import asyncio
-from datetime import timedelta
+from mcp_types import ToolAnnotations
 
-from pydantic import BaseModel, Field
-from temporalio import activity, workflow
-
-with workflow.unsafe.imports_passed_through():
-    from mcp_types import ToolAnnotations
-
-    from service import Registry, Round, Settings, ToolError, ToolReturn, elicit
-    from workflows import ask_form
-
-WORK_S = 2.0  # the work before each question; the fastmcp-tasks tool does the same (asyncio.sleep)
-QUESTIONS = 3
-
-
-class TextInput(BaseModel):
-    text: str = Field(max_length=65_536, description="Text to send back.")
-
-
-class TextOutput(BaseModel):
-    result: str
-
-
-class ConfirmForm(BaseModel):
-    confirm: bool = Field(description="Send it back?")
-
-
-class NoopInput(BaseModel):
-    pass
-
-
-class NoopOutput(BaseModel):
-    done: bool
-
-
-@workflow.defn(name="bench.noop")
-class Noop:
-    """A long tool that does nothing and finishes at once."""
-
-    @workflow.run
-    async def run(self, args: NoopInput) -> NoopOutput:
-        return NoopOutput(done=True)
-
-
-@activity.defn(name="bench.work")
-async def work(seconds: float) -> None:
-    """Work that takes ``seconds`` and holds no CPU, as the fastmcp-tasks tool's does."""
-    await asyncio.sleep(seconds)
-
-
-class QuestionsInput(BaseModel):
-    pass
-
-
-class QuestionsOutput(BaseModel):
-    confirmed: int
-
-
-@workflow.defn(name="bench.three_questions")
-class ThreeQuestions:
-    """Do 2 s of work before each of three questions; return how many were confirmed."""
-
-    @workflow.run
-    async def run(self, args: QuestionsInput) -> QuestionsOutput:
-        confirmed = 0
-        for number in range(1, QUESTIONS + 1):
-            await workflow.execute_activity(work, WORK_S, start_to_close_timeout=timedelta(seconds=30))
-            answer = await ask_form(f"Go on after step {number}?", ConfirmForm)
-            if answer.content is not None and answer.content.confirm:
-                confirmed += 1
-        return QuestionsOutput(confirmed=confirmed)
+from bench.servers.longtools_activities import (
+    ConfirmForm,
+    NoopInput,
+    NoopOutput,
+    QuestionsInput,
+    QuestionsOutput,
+    TextInput,
+    TextOutput,
+    work,
+)
+from bench.servers.longtools_workflows import Noop, ThreeQuestions
+from service import Registry, Round, Settings, ToolError, ToolReturn, elicit
 
 
 async def _confirm(args: TextInput, rnd: Round) -> ToolReturn:

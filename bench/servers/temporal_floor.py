@@ -29,22 +29,13 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from bench.servers.floor_workflow import Empty
 from bench.task_load import Flow, Meter, TaskSpec, closed_loop, figures
 
 TASK_QUEUE = "bench-floor"
-
-
-@workflow.defn(name="bench.floor.empty")
-class Empty:
-    """Returns at once."""
-
-    @workflow.run
-    async def run(self) -> None:
-        return None
 
 
 async def one(client: Client, eager: bool) -> Flow:

@@ -1,0 +1,49 @@
+"""The workflows of longtools' benchmark tools (``longtools_tools``): workflow code only. Worker.
+
+``noop`` returns at once (B3, B6). ``three_questions`` (B4) is written plainly, as
+docs/writing-tools.md shows: three times, an activity does 2 s of work and then ``ask_form`` asks
+one question. The workflow waits for each answer where it is; nothing is run again after one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from bench.servers.longtools_activities import (
+        QUESTIONS,
+        WORK_S,
+        ConfirmForm,
+        NoopInput,
+        NoopOutput,
+        QuestionsInput,
+        QuestionsOutput,
+        work,
+    )
+    from workflows import ask_form
+
+
+@workflow.defn(name="bench.noop")
+class Noop:
+    """A long tool that does nothing and finishes at once."""
+
+    @workflow.run
+    async def run(self, args: NoopInput) -> NoopOutput:
+        return NoopOutput(done=True)
+
+
+@workflow.defn(name="bench.three_questions")
+class ThreeQuestions:
+    """Do 2 s of work before each of three questions; return how many were confirmed."""
+
+    @workflow.run
+    async def run(self, args: QuestionsInput) -> QuestionsOutput:
+        confirmed = 0
+        for number in range(1, QUESTIONS + 1):
+            await workflow.execute_activity(work, WORK_S, start_to_close_timeout=timedelta(seconds=30))
+            answer = await ask_form(f"Go on after step {number}?", ConfirmForm)
+            if answer.content is not None and answer.content.confirm:
+                confirmed += 1
+        return QuestionsOutput(confirmed=confirmed)
