@@ -269,7 +269,11 @@ class Bench:
         return outcome
 
     def _generate(self, scenario: Scenario, spec: dict[str, Any]) -> dict[str, Any]:
-        module = "bench.task_load" if scenario.kind.startswith("task-") else "bench.load"
+        module = "bench.load"
+        if scenario.kind.startswith("task-"):
+            module = "bench.task_load"
+        elif scenario.kind.startswith("legacy-"):
+            module = "bench.legacy_load"
         return self._run_json([sys.executable, "-m", module], spec, self.generator_cpus, {})
 
     def _spec(self, scenario: Scenario, impl: Impl) -> dict[str, Any]:
@@ -565,7 +569,8 @@ def meta(options: Options, started: float) -> dict[str, Any]:
         "duration_s": options.duration_s,
         "payload": PAYLOAD,
         "pinned": "server on CPU 0, load generator on CPU 1" if options.pin else "not pinned",
-        "generator": "bench/load.py and bench/task_load.py (Python asyncio, raw HTTP/1.1 keep-alive)",
+        "generator": "bench/load.py, bench/legacy_load.py and bench/task_load.py "
+        "(Python asyncio, raw HTTP/1.1 keep-alive)",
         "redis": "redis-server "
         + " ".join(part or '""' for part in _REDIS_DURABILITY)
         + "; the durable row's with --appendfsync always",

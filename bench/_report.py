@@ -1,8 +1,9 @@
 """The results as Markdown tables (``latest.md``) and a bar chart (``latest.png``).
 
-Each scenario leads with its own figure: operations/s for B1, B2 and B6 (higher is better), the
-latency of one task for B3 and the seconds of one run for B4 (lower is better). Ratios follow the
-figure's direction and say which way is better.
+Each scenario leads with its own figure: operations/s for B1, B2, their 2025-era twins B1L and B2L,
+and B6 (higher is better), the latency of one task for B3 and the seconds of one run for B4 (lower
+is better). Ratios follow the figure's direction and say which way is better; a scenario without a
+floor row (B1L, B2L) has no ratio to the floor.
 """
 
 from __future__ import annotations

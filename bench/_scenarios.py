@@ -17,7 +17,11 @@ from typing import Any, Literal
 from bench._procs import BENCH_LIMITS, KEY_RINGS
 
 Role = Literal["floor", "peer", "ours"]
-Kind = Literal["call", "mrtr", "task-latency", "task-input", "task-throughput"]
+Kind = Literal[
+    "call", "mrtr", "legacy-call", "legacy-elicit", "task-latency", "task-input", "task-throughput"
+]
+"""``legacy-*``: a 2025-era client (`bench.legacy_load`); ``task-*``: `bench.task_load`; the rest
+`bench.load`."""
 Figure = Literal["throughput", "latency", "duration"]
 Need = Literal["temporal", "worker", "redis", "redis-always"]
 
@@ -65,6 +69,16 @@ LAUNCHES: dict[str, Launch] = {
     "floor": Launch(("{peers_python}", "-m", "bench.servers.floor_starlette")),
     "sdk": Launch(("{peers_python}", "-m", "bench.servers.sdk_echo")),
     "fastmcp": Launch(("{peers_python}", "-m", "bench.servers.fastmcp_echo")),
+    # 2025-era sessions kept in the process, JSON answers: the peers' fastest shape for a 2025-era
+    # client (B1L); stateless, each request builds a transport and a server task of its own.
+    "sdk-stateful": Launch(("{peers_python}", "-m", "bench.servers.sdk_echo", "--stateful")),
+    "fastmcp-stateful": Launch(("{peers_python}", "-m", "bench.servers.fastmcp_echo", "--stateful")),
+    # The same with SSE answers: the shape in which a 2025-era tool can ask (B2L); a JSON answer
+    # has no room for the question.
+    "sdk-stateful-sse": Launch(("{peers_python}", "-m", "bench.servers.sdk_echo", "--stateful", "--sse")),
+    "fastmcp-stateful-sse": Launch(
+        ("{peers_python}", "-m", "bench.servers.fastmcp_echo", "--stateful", "--sse")
+    ),
     "fastmcp-tasks-memory": Launch(
         ("{peers_python}", "-m", "bench.servers.fastmcp_tasks", "--docket-url", "memory://")
     ),
@@ -157,6 +171,10 @@ class Scenario:
 FLOOR = "Starlette floor"
 SDK = "mcp SDK 2.3.0 (MCPServer)"
 FASTMCP = "fastmcp 4.1.4"
+SDK_STATEFUL = "mcp SDK 2.3.0 (MCPServer), stateful, JSON"
+SDK_STATEFUL_SSE = "mcp SDK 2.3.0 (MCPServer), stateful, SSE"
+FASTMCP_STATEFUL = "fastmcp 4.1.4, stateful, JSON"
+FASTMCP_STATEFUL_SSE = "fastmcp 4.1.4, stateful, SSE"
 TEMPORAL_FLOOR = "Temporal floor (execute_workflow, worker in-process)"
 FASTMCP_TASKS_MEMORY = "fastmcp-tasks 4.1.4, memory://"
 FASTMCP_TASKS_REDIS = "fastmcp-tasks 4.1.4, Redis"
@@ -227,6 +245,36 @@ SCENARIOS: tuple[Scenario, ...] = (
                 "ours",
                 "longtools",
                 "confirm_once",
+            ),
+        ),
+    ),
+    Scenario(
+        id="B1L",
+        title="B1 for a 2025-11-25 client: session opened once per connection, then tools/call of "
+        "echo, 32 connections",
+        kind="legacy-call",
+        figure="throughput",
+        unit="calls",
+        connections=32,
+        impls=(
+            Impl("sdk", SDK_STATEFUL, "peer", "sdk-stateful", "echo"),
+            Impl("fastmcp", FASTMCP_STATEFUL, "peer", "fastmcp-stateful", "echo"),
+            Impl("longtools", "longtools api (sealed session)", "ours", "longtools", "echo"),
+        ),
+    ),
+    Scenario(
+        id="B2L",
+        title="B2 for a 2025-11-25 client: elicitation/create pushed on the call's SSE stream, "
+        "answered by a POST; 32 clients of 2 connections",
+        kind="legacy-elicit",
+        figure="throughput",
+        unit="exchanges",
+        connections=32,
+        impls=(
+            Impl("sdk", SDK_STATEFUL_SSE, "peer", "sdk-stateful-sse", "confirm"),
+            Impl("fastmcp", FASTMCP_STATEFUL_SSE, "peer", "fastmcp-stateful-sse", "confirm"),
+            Impl(
+                "longtools", "longtools api, idempotentHint (sealed session)", "ours", "longtools", "confirm"
             ),
         ),
     ),

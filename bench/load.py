@@ -25,9 +25,9 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 VERSION: Final = "2026-07-28"
 CLIENT_CAPABILITIES: Final[dict[str, Any]] = {"elicitation": {"form": {}}}
@@ -60,6 +60,18 @@ class Spec:
 class Response:
     status: int
     body: bytes
+    head: bytes = b""
+    """The status line and headers, as sent (``header`` reads one)."""
+
+
+def header(head: bytes, name: bytes) -> str | None:
+    """The value of header ``name`` (lower case) in a response ``head``, or None."""
+    lower = head.lower()
+    start = lower.find(b"\r\n" + name + b":")
+    if start < 0:
+        return None
+    end = lower.index(b"\r\n", start + 2)
+    return head[start + len(name) + 3 : end].strip().decode("latin-1")
 
 
 def meta(capabilities: Mapping[str, Any] = CLIENT_CAPABILITIES) -> dict[str, Any]:
@@ -131,8 +143,8 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[Response, bool]:
         body = b"".join(parts)
     else:
         body = await reader.read()
-        return Response(status, body), True
-    return Response(status, body), b"\r\nconnection: close" in lower
+        return Response(status, body, head), True
+    return Response(status, body, head), b"\r\nconnection: close" in lower
 
 
 def message(response: Response) -> dict[str, Any]:
@@ -228,6 +240,19 @@ class Run:
             conn.close()
 
 
+class Flows(Protocol):
+    """What `measure` drives: ``connection()`` runs one client until ``stopping``, and records the
+    operations that end while ``measuring``."""
+
+    measuring: bool
+    stopping: bool
+    latencies: list[float]
+    errors: int
+    error_sample: str
+
+    async def connection(self) -> None: ...
+
+
 class Connection:
     """A keep-alive connection that reconnects when the server closes it after an answer."""
 
@@ -240,6 +265,12 @@ class Connection:
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self._port, limit=1 << 20)
         self._writer.write(request)
+
+    @property
+    def reader(self) -> asyncio.StreamReader:
+        """The open connection's stream, for an answer read piece by piece (an SSE stream)."""
+        assert self._reader is not None
+        return self._reader
 
     async def receive(self) -> Response:
         assert self._reader is not None
@@ -343,7 +374,11 @@ def percentile(ordered: list[float], share: float) -> float:
 
 
 async def timed(spec: Spec) -> dict[str, Any]:
-    run = Run(spec)
+    return await measure(Run(spec), spec)
+
+
+async def measure(run: Flows, spec: Spec) -> dict[str, Any]:
+    """Run ``spec.connections`` of ``run``'s clients: warm-up, then the measured window."""
     tasks = [asyncio.create_task(run.connection()) for _ in range(spec.connections)]
     try:
         await asyncio.sleep(spec.warmup_s)
@@ -395,10 +430,14 @@ async def timed(spec: Spec) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+Mode = Callable[[Spec], Coroutine[Any, Any, dict[str, Any]]]
+
+
+def main(check_one: Mode = check, run_timed: Mode = timed) -> None:
+    """Read a `Spec` on stdin, run its check or its timed run, print the outcome as JSON."""
     spec = Spec(**json.load(sys.stdin))
     try:
-        outcome = asyncio.run(check(spec) if spec.check else timed(spec))
+        outcome = asyncio.run(check_one(spec) if spec.check else run_timed(spec))
     except (Failed, OSError, ValueError, asyncio.IncompleteReadError) as exc:
         outcome = {"ok": False, "problem": f"{type(exc).__name__}: {exc}"}
     json.dump(outcome, sys.stdout)
