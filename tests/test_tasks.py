@@ -71,7 +71,8 @@ def test_a_declaring_client_gets_a_flat_task_that_is_durable_at_once(mcp_url: st
 
 
 def test_input_mid_task_partial_answers_unknown_keys_and_a_bad_answer(mcp_url: str) -> None:
-    task_id = start(mcp_url, "multi_input", {})["taskId"]
+    created = start(mcp_url, "multi_input", {})
+    task_id = created["taskId"]
     waiting = wait_for_task(mcp_url, task_id, lambda t: t["status"] == "input_required")
     assert set(waiting["inputRequests"]) == {"first", "second"}
     assert waiting["inputRequests"]["first"]["method"] == "elicitation/create"
@@ -98,6 +99,9 @@ def test_input_mid_task_partial_answers_unknown_keys_and_a_bad_answer(mcp_url: s
     done = wait_for_task(mcp_url, task_id, lambda t: t["status"] == "completed")
     text = done["result"]["content"][0]["text"]
     assert '"confirm":true' in text and '"name":"Ada"' in text
+    # Ours: the task's creation time is the one the API recorded at the start, on every read
+    # (from what the API knows, or from Temporal after each change).
+    assert {view["createdAt"] for view in (created, waiting, after, done)} == {created["createdAt"]}
 
 
 def test_tool_errors_complete_and_protocol_errors_fail(mcp_url: str) -> None:

@@ -231,6 +231,7 @@ class LongTools:
                 self._metrics.task_created(tool.name)
             request_info()["task_id"] = view.task_id
             if legacy_task:
+                self._tasks.follow(view)  # the client polls it next
                 return self.legacy.created(tool, view)
             if by_tools:
                 return await self.task_tools.started(ctx, view)
@@ -244,6 +245,7 @@ class LongTools:
                     if result is not None:
                         return result
                 # Server-directed creation: the start is durable, so tasks/get already finds it.
+                self._tasks.follow(view)  # the client polls it next
                 return {"resultType": "task", **view.wire(self._poll_interval_ms(view))}
             return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
 

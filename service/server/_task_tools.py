@@ -102,7 +102,7 @@ class TaskTools:
         """A long tool's call: its task once it has ended or asked, or after ``task_tool_wait_s``."""
         async with temporal_errors("tools/call"):
             view = await self._tasks.wait(
-                view.task_id, principal_of(ctx), _settled, self._settings.task_tool_wait_s
+                view.task_id, principal_of(ctx), _settled, self._settings.task_tool_wait_s, since=view
             )
         return self._shown(view)
 

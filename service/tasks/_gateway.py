@@ -63,6 +63,10 @@ TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 _OWNER_MEMO = "longtools.owner"
 _TTL_MEMO = "longtools.ttl_ms"
+_CREATED_MEMO = "longtools.created_at"
+"""When the API created the task: what ``createdAt`` shows, the same on every read and replica."""
+_STARTED = 1
+"""Events a task's view reflects right after its start: the start itself (no change yet)."""
 _INTERNAL_ERROR = -32603
 OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("LongtoolsOwner")
 """A task's owner as a keyed hash (search attributes are stored in plaintext, unlike memos), so
@@ -208,7 +212,13 @@ class Tasks:
                     return await self.get(task_id, principal), False
             raise TooManyTasks
         ttl_ms = int(self._settings.task_ttl_s * 1000)
-        memo: dict[str, Any] = {TOOL_MEMO: tool.name, _OWNER_MEMO: principal, _TTL_MEMO: ttl_ms}
+        now = datetime.now(UTC)
+        memo: dict[str, Any] = {
+            TOOL_MEMO: tool.name,
+            _OWNER_MEMO: principal,
+            _TTL_MEMO: ttl_ms,
+            _CREATED_MEMO: _iso(now),
+        }
         if args_digest is not None:
             memo[ARGS_MEMO] = args_digest
         derived, task_id = task_id is not None, task_id or secrets.token_urlsafe(18)
@@ -246,7 +256,6 @@ class Tasks:
         if counted is not None:
             self._counted[owner_tag] = (counted[0], counted[1] + 1)
         log.info("task_started", task_id=handle.id, tool=tool.name, run_id=handle.result_run_id)
-        now = datetime.now(UTC)
         view = TaskView(
             task_id=handle.id,
             tool=tool.name,
@@ -255,8 +264,16 @@ class Tasks:
             updated_at=now,
             ttl_ms=ttl_ms,
             args_digest=args_digest,
+            mark=None if handle.result_run_id is None else Mark(handle.result_run_id, _STARTED),
         )
+        self._know(handle.id, principal, view)
         return view, True
+
+    def follow(self, view: TaskView) -> None:
+        """Watch the task from now on, for the polls to come: once its watch has read it, a poll
+        of a task that has not changed is answered without a call to Temporal (``get``)."""
+        if view.mark is not None and view.status not in TERMINAL:
+            self._changes.follow(view.task_id, view.mark)
 
     async def _running_tasks(self, owner_tag: str) -> int:
         """The principal's running tasks, counted by Temporal, or the recent count when that is
@@ -367,7 +384,7 @@ class Tasks:
         if tool is None or memo.get(_OWNER_MEMO) != principal:
             raise TaskNotFound("Task not found")
         ttl_ms = int(memo.get(_TTL_MEMO, 0))
-        created = _created(desc, ttl_ms)
+        created = _created(desc, ttl_ms, memo.get(_CREATED_MEMO))
         if desc.status == WorkflowExecutionStatus.TIMED_OUT:
             raise TaskNotFound("Task has expired")
         view = TaskView(
@@ -629,12 +646,16 @@ def _failed(view: TaskView, tool: Tool, exc: WorkflowFailureError) -> TaskView:
     )
 
 
-def _created(desc: WorkflowExecutionDescription, ttl_ms: int) -> datetime:
-    """When the task was created: its execution's end less its TTL.
+def _created(desc: WorkflowExecutionDescription, ttl_ms: int, recorded: Any) -> datetime:
+    """When the task was created: as the API recorded it at the start (the memo is carried into
+    every run), or for a task started before that record, its execution's end less its TTL.
 
     After the workflow continued as new, ``start_time`` is the latest run's start; the
     execution's expiration stays where the first start put it (start + ``execution_timeout``).
     """
+    if isinstance(recorded, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(recorded)
     expiration = desc.raw_description.workflow_extended_info.execution_expiration_time
     if expiration.seconds or expiration.nanos:
         return expiration.ToDatetime(tzinfo=UTC) - timedelta(milliseconds=ttl_ms)
