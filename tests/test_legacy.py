@@ -211,6 +211,19 @@ def test_a_session_id_opens_only_for_its_principal_its_ring_and_its_lifetime() -
     assert seals.open_session(expired, "alice") is None
 
 
+def test_a_kept_session_id_is_still_checked_for_its_principal_and_lifetime_on_every_use() -> None:
+    # A process keeps the session ids it opened; what it keeps must not outlive what it checks.
+    seals = Seals([secrets.token_bytes(32)], session_ttl_s=0.5)
+    opened = LegacySession("2025-06-18", {}, None)
+    token = seals.session(opened, "alice")
+    assert seals.open_session(token, "alice") == opened
+    assert seals.open_session(token, "bob") is None
+    assert seals.open_session(token, "alice") == opened
+    assert seals.open_session(token[:-1], "alice") is None  # kept by its exact string only
+    time.sleep(0.6)
+    assert seals.open_session(token, "alice") is None
+
+
 # The official Python client, legacy mode ---------------------------------------------------------
 
 

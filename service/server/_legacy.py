@@ -22,6 +22,7 @@ a store, and one that is dropped simply expires.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from collections.abc import Awaitable, Mapping
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
+import anyio.abc
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.connection import Connection
@@ -301,27 +303,9 @@ class LegacyEra:
         sending, events = anyio.create_memory_object_stream[bytes](0)
         dctx.sink = sending
         outcome: list[JSONRPCResponse | JSONRPCError] = []
+        streaming = False
 
-        async def run_handler() -> None:
-            async with sending:
-                work = serve_one(
-                    self._server,
-                    dctx,
-                    message.method,
-                    message.params,
-                    connection=connection,
-                    lifespan_state=None,
-                )
-                outcome.append(await _outcome(message.id, work))
-
-        async def watch_disconnect(cancel_scope: anyio.CancelScope) -> None:
-            while (await receive()).get("type") != "http.disconnect":
-                pass
-            cancel_scope.cancel()
-
-        async with events, anyio.create_task_group() as tg:
-            tg.start_soon(run_handler)
-            tg.start_soon(watch_disconnect, tg.cancel_scope)
+        async def stream(cancel_scope: anyio.CancelScope) -> None:
             event, done = await _next_event(events)
             if done:
                 await _reply(asgi, outcome[0], 200)
@@ -333,7 +317,39 @@ class LegacyEra:
                     )
                     event, done = await _next_event(events)
                 await send({"type": "http.response.body", "body": _sse_event(outcome[0]), "more_body": False})
-            tg.cancel_scope.cancel()
+            cancel_scope.cancel()  # the response is out: stop watching for a disconnect
+
+        async def watch_disconnect(cancel_scope: anyio.CancelScope) -> None:
+            while (await receive()).get("type") != "http.disconnect":
+                pass
+            cancel_scope.cancel()
+
+        def start_streaming(tg: anyio.abc.TaskGroup) -> None:
+            nonlocal streaming
+            streaming = True
+            tg.start_soon(stream, tg.cancel_scope)
+            tg.start_soon(watch_disconnect, tg.cancel_scope)
+
+        async with events, anyio.create_task_group() as tg:
+            # The handler runs in this task. A loop callback runs only once this task yields to the
+            # loop, that is once the handler waits (for an event to be taken, an answer, a
+            # workflow): only then are the stream of events, its pings and the disconnect watch
+            # started. A handler that finishes without waiting, as most quick tools do, is answered
+            # with no task spawned, which is most of what the SSE machinery costs a call.
+            waits = asyncio.get_running_loop().call_soon(start_streaming, tg)
+            async with sending:
+                work = serve_one(
+                    self._server,
+                    dctx,
+                    message.method,
+                    message.params,
+                    connection=connection,
+                    lifespan_state=None,
+                )
+                outcome.append(await _outcome(message.id, work))
+            waits.cancel()
+            if not streaming:
+                await _reply(asgi, outcome[0], 200)
 
 
 async def _next_event(events: MemoryObjectReceiveStream[bytes]) -> tuple[bytes | None, bool]:

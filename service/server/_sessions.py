@@ -27,6 +27,8 @@ _QUESTION_LABEL: Final = b"longtools pushed question ids"
 _QUESTION_PREFIX: Final = "ltq."
 MAX_TOKEN_CHARS: Final = 4096
 """Longer tokens are refused unread; a session id must also fit a proxy's header limits."""
+OPENED_SESSIONS: Final = 1024
+"""How many opened session ids a process keeps, so a session's later requests skip the unsealing."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,18 @@ class LegacySession:
     version: str
     capabilities: dict[str, Any]
     client_info: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """An authentic session id's contents; its principal and expiry are checked on every use.
+
+    Every request of the session shares ``session`` (its dicts are read, never changed).
+    """
+
+    session: LegacySession
+    principal: str
+    expires: int
 
 
 class Seals:
@@ -49,6 +63,9 @@ class Seals:
         self._sessions = AESGCMRequestStateCodec([_derive(key, _SESSION_LABEL) for key in keys])
         self._questions = AESGCMRequestStateCodec([_derive(key, _QUESTION_LABEL) for key in keys])
         self._session_ttl_s = session_ttl_s
+        # Keyed by the exact token: only a token that unsealed (so was sealed here, under this
+        # ring) gets in, and the ring does not change while the process runs.
+        self._opened: dict[str, _Opened] = {}
 
     def session(self, session: LegacySession, principal: str) -> str:
         body = {
@@ -61,13 +78,17 @@ class Seals:
         return self._sessions.seal(_dump(body))
 
     def open_session(self, token: str, principal: str) -> LegacySession | None:
-        body = _open(self._sessions, token)
-        if body is None or not self._valid(body, principal):
+        opened = self._opened.get(token)
+        if opened is None:
+            opened = _session_of(_open(self._sessions, token))
+            if opened is None:
+                return None
+            if len(self._opened) >= OPENED_SESSIONS:
+                del self._opened[next(iter(self._opened))]  # the oldest: dicts keep insertion order
+            self._opened[token] = opened
+        if not self._bound(opened.principal, opened.expires, principal):
             return None
-        version, capabilities, info = body.get("v"), body.get("c"), body.get("i")
-        if not isinstance(version, str) or not isinstance(capabilities, dict):
-            return None
-        return LegacySession(version, capabilities, info if isinstance(info, dict) else None)
+        return opened.session
 
     def question(self, box: str, principal: str, ttl_s: float) -> str:
         body = {"b": box, "p": self._principal(principal), "e": int((time.time() + ttl_s) * 1000)}
@@ -91,11 +112,23 @@ class Seals:
 
     def _valid(self, body: dict[str, Any], principal: str) -> bool:
         expires = body.get("e")
-        return (
-            isinstance(expires, int)
-            and time.time() * 1000 < expires
-            and hmac.compare_digest(str(body.get("p")), self._principal(principal))
+        return isinstance(expires, int) and self._bound(str(body.get("p")), expires, principal)
+
+    def _bound(self, sealed_principal: str, expires: int, principal: str) -> bool:
+        return time.time() * 1000 < expires and hmac.compare_digest(
+            sealed_principal, self._principal(principal)
         )
+
+
+def _session_of(body: dict[str, Any] | None) -> _Opened | None:
+    """A session id's contents, or None for one that no principal could ever use."""
+    if body is None:
+        return None
+    version, capabilities, info, expires = body.get("v"), body.get("c"), body.get("i"), body.get("e")
+    if not isinstance(version, str) or not isinstance(capabilities, dict) or not isinstance(expires, int):
+        return None
+    session = LegacySession(version, capabilities, info if isinstance(info, dict) else None)
+    return _Opened(session, str(body.get("p")), expires)
 
 
 def _derive(key: bytes, label: bytes) -> bytes:
