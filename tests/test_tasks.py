@@ -269,8 +269,9 @@ def test_serve_hands_a_new_task_to_its_own_worker_in_the_start_response(server: 
 
 @pytest.fixture(scope="module")
 def inlining(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """A server that answers with the result when a task finishes within 1.5 s."""
-    env = {"LONGTOOLS_TASK_INLINE_MS": "1500"}
+    """A server that answers with the result when a task finishes within 1.5 s, and asks its
+    pollers to come back in a minute."""
+    env = {"LONGTOOLS_TASK_INLINE_MS": "1500", "LONGTOOLS_TASK_POLL_INTERVAL_MS": "60000"}
     served = start_server(tmp_path_factory.mktemp("inlining"), "--conformance-fixtures", env=env)
     try:
         yield served
@@ -291,6 +292,20 @@ def test_a_task_done_within_the_inline_window_is_answered_with_its_result(inlini
     done = wait_for_task(inlining.url, failing["taskId"], lambda t: t["status"] != "working")
     assert done["status"] == "completed" and done["result"]["isError"] is True
     post(inlining.url, "tasks/cancel", {"taskId": slow["taskId"]}, caps=TASK_CAPS)
+
+
+def test_a_poll_sooner_than_suggested_waits_for_the_task_to_change(inlining: Served) -> None:
+    """Ours: a working task polled before the interval its last answer suggested is answered when
+    it changes (or when the interval is over): an eager poller costs one held request, not one
+    answer per poll, and sees the change at once."""
+    created = start(inlining.url, "slow_compute", {"seconds": 3, "label": "paced"})
+    assert created["status"] == "working" and created["pollIntervalMs"] == 60_000
+    # Asked at once, 60 s too soon: the answer is the task once it has changed, which is its end.
+    done = get_task(inlining.url, created["taskId"])
+    assert done["status"] == "completed", done
+    assert done["result"]["content"] == [{"type": "text", "text": "Computed paced in 3s"}]
+    # A task that has ended is shown at once, however soon it is asked again.
+    assert get_task(inlining.url, created["taskId"]) == done
 
 
 def test_a_worker_that_caches_no_task_still_carries_each_task_through_its_questions(

@@ -34,7 +34,7 @@ from service._settings import Settings
 from service.auth import principal_of
 from service.server._limits import answers_too_large
 from service.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy
-from service.server._wire import raw_notification, read_task, temporal_errors
+from service.server._wire import poll_task, raw_notification, read_task, temporal_errors
 from service.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
 from service.tools import Tool, as_wire, kind_supported, tool_error_result
 from workflows import InputRequest
@@ -116,8 +116,8 @@ class LegacyTasks:
         }
 
     async def get(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
-        view = await read_task(ctx, self._tasks, task_id)
-        return legacy_task_wire(view, self._poll_interval_ms(view))
+        view, interval = await poll_task(ctx, self._tasks, task_id, self._poll_interval_ms)
+        return legacy_task_wire(view, interval)
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """Cancel, and answer with the task once it has ended (the cancellation is durable at once;

@@ -49,7 +49,14 @@ from service.server._limits import HeldRounds, answers_too_large, limit_reached
 from service.server._listen import TaskListens
 from service.server._pushed import is_legacy
 from service.server._task_tools import TaskTools
-from service.server._wire import UNAVAILABLE, declares_tasks, follows_by_tools, read_task, temporal_errors
+from service.server._wire import (
+    UNAVAILABLE,
+    declares_tasks,
+    follows_by_tools,
+    poll_task,
+    read_task,
+    temporal_errors,
+)
 from service.tasks import (
     TERMINAL,
     AnswerRejected,
@@ -231,7 +238,7 @@ class LongTools:
                 self._metrics.task_created(tool.name)
             request_info()["task_id"] = view.task_id
             if legacy_task:
-                self._tasks.follow(view)  # the client polls it next
+                self._tasks.follow(view, self._poll_interval_ms(view))  # the client polls it next
                 return self.legacy.created(tool, view)
             if by_tools:
                 return await self.task_tools.started(ctx, view)
@@ -245,8 +252,9 @@ class LongTools:
                     if result is not None:
                         return result
                 # Server-directed creation: the start is durable, so tasks/get already finds it.
-                self._tasks.follow(view)  # the client polls it next
-                return {"resultType": "task", **view.wire(self._poll_interval_ms(view))}
+                interval = self._poll_interval_ms(view)
+                self._tasks.follow(view, interval)  # the client polls it next
+                return {"resultType": "task", **view.wire(interval)}
             return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
 
     async def _start_keyed(
@@ -387,8 +395,8 @@ class LongTools:
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         if is_legacy(ctx):
             return await self.legacy.get(ctx, _legacy_task_id(ctx, params))
-        view = await self._view(ctx, params)
-        return view.wire(self._poll_interval_ms(view))
+        view, interval = await poll_task(ctx, self._tasks, self._task_id(ctx, params), self._poll_interval_ms)
+        return view.wire(interval)
 
     async def update_task(
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
@@ -439,6 +447,10 @@ class LongTools:
         return await self.legacy.list(ctx, params.cursor)
 
     async def _view(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> TaskView:
+        return await read_task(ctx, self._tasks, self._task_id(ctx, params))
+
+    def _task_id(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> str:
+        """The task a ``tasks/*`` request names, checked."""
         if not declares_tasks(ctx.session.client_capabilities):
             raise missing_tasks_extension()
         task_id = params.checked_task_id()
@@ -450,7 +462,7 @@ class LongTools:
         # fastmcp 4.1.4's tasks client never sends it.
         if named is not None and decode_header_value(named) != task_id:
             raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")
-        return await read_task(ctx, self._tasks, task_id)
+        return task_id
 
 
 class _OtherArguments(Exception):

@@ -3,7 +3,7 @@ SDK has no type for. API process."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -27,6 +27,7 @@ __all__ = [
     "declares_tasks",
     "follows_by_tools",
     "invalid_arguments",
+    "poll_task",
     "raw_notification",
     "read_task",
     "temporal_errors",
@@ -102,4 +103,27 @@ async def read_task(ctx: ServerRequestContext[Any, Any], tasks: Tasks, task_id: 
         async with temporal_errors(ctx.method):
             return await tasks.get(task_id, principal_of(ctx))
     except TaskNotFound as exc:
-        raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
+        raise _not_found(exc) from None
+
+
+async def poll_task(
+    ctx: ServerRequestContext[Any, Any],
+    tasks: Tasks,
+    task_id: str,
+    poll_interval_ms: Callable[[TaskView], int],
+) -> tuple[TaskView, int]:
+    """The task of a ``tasks/get``, paced (``Tasks.paced``), and the poll interval to suggest.
+
+    Raises:
+        MCPError: as ``read_task``.
+    """
+    view = await read_task(ctx, tasks, task_id)
+    try:
+        async with temporal_errors(ctx.method):
+            return await tasks.paced(view, principal_of(ctx), poll_interval_ms)
+    except TaskNotFound as exc:  # expired while the poll waited
+        raise _not_found(exc) from None
+
+
+def _not_found(exc: TaskNotFound) -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}")
