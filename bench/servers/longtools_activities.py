@@ -1,8 +1,9 @@
 """The models and the activity of longtools' benchmark tools (``longtools_tools``). Worker and API.
 
-Kept apart from the workflows (``longtools_workflows``), which pass this module through: Temporal's
-sandbox imports a workflow's module afresh for every new task, and every pydantic model and
-activity defined there would be built again each time (``bench/README.md``, B3).
+Kept apart from the workflows (``longtools_noop``, ``longtools_questions``), which pass this
+module through: Temporal's sandbox imports a workflow's module afresh for every new task, and
+every pydantic model and activity defined there would be built again each time (docs/writing-
+tools.md).
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ question and then returns the text, as the peers' ``confirm`` does:
   in Temporal (a ``longtools.Once`` workflow started and signalled per exchange).
 
 The long tools ``noop`` (B3, B6; ``longtools worker`` refuses to start without a long tool) and
-``three_questions`` (B4) are told in three files, as docs/writing-tools.md advises: their
-workflows (``longtools_workflows``), their models and activity (``longtools_activities``), and
-their registration here.
+``three_questions`` (B4) are told as docs/writing-tools.md advises: each workflow in a module of
+its own (``longtools_noop``, ``longtools_questions``), the models and the activity in
+another (``longtools_activities``), and their registration here.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from bench.servers.longtools_activities import (
     TextOutput,
     work,
 )
-from bench.servers.longtools_workflows import Noop, ThreeQuestions
+from bench.servers.longtools_noop import Noop
+from bench.servers.longtools_questions import ThreeQuestions
 from service import Registry, Round, Settings, ToolError, ToolReturn, elicit
 
 

@@ -1,8 +1,7 @@
-"""The workflows of longtools' benchmark tools (``longtools_tools``): workflow code only. Worker.
+"""``three_questions``' workflow (B4), written plainly, as docs/writing-tools.md shows. Worker.
 
-``noop`` returns at once (B3, B6). ``three_questions`` (B4) is written plainly, as
-docs/writing-tools.md shows: three times, an activity does 2 s of work and then ``ask_form`` asks
-one question. The workflow waits for each answer where it is; nothing is run again after one.
+Three times, an activity does 2 s of work and then ``ask_form`` asks one question. The workflow
+waits for each answer where it is; nothing is run again after one.
 """
 
 from __future__ import annotations
@@ -16,22 +15,11 @@ with workflow.unsafe.imports_passed_through():
         QUESTIONS,
         WORK_S,
         ConfirmForm,
-        NoopInput,
-        NoopOutput,
         QuestionsInput,
         QuestionsOutput,
         work,
     )
     from workflows import ask_form
-
-
-@workflow.defn(name="bench.noop")
-class Noop:
-    """A long tool that does nothing and finishes at once."""
-
-    @workflow.run
-    async def run(self, args: NoopInput) -> NoopOutput:
-        return NoopOutput(done=True)
 
 
 @workflow.defn(name="bench.three_questions")
