@@ -1,9 +1,10 @@
 """Serve an ASGI app the same way for every Python peer: uvicorn on a free loopback port.
 
-Every peer gets the same uvicorn settings: the pure-Python asyncio loop and the h11 parser (what
-longtools gets too: neither uvloop nor httptools is installed in either venv), no access log,
-warnings only. The socket is bound with ``IPPROTO_TCP`` so that asyncio sets ``TCP_NODELAY`` on
-accepted connections, as it does for a socket uvicorn binds itself.
+Every peer gets the same uvicorn settings: the asyncio loop and the h11 parser, as the peers
+install by default (``bench/.venv`` has neither uvloop nor httptools; longtools installs httptools
+and runs uvicorn in its own asyncio loop), no access log, warnings only. The socket is bound
+with ``IPPROTO_TCP`` so that asyncio sets ``TCP_NODELAY`` on accepted connections, as it does for
+a socket uvicorn binds itself.
 """
 
 from __future__ import annotations

@@ -284,8 +284,9 @@ async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
 
 
 def _uvicorn(settings: Settings, app: FastAPI) -> Server:
-    # uvicorn's loop and parser are its defaults ("auto"): uvloop and httptools, which longtools
-    # installs (bench/README.md, B1), and asyncio and h11 where they are missing.
+    # uvicorn's HTTP parser is its default ("auto"): httptools, which longtools installs (bench/
+    # README.md, B1). Its loop setting does not apply: uvicorn serves in the loop `launch` runs,
+    # which Temporal's client and worker share.
     return Server(
         uvicorn.Config(
             front_door(app),
