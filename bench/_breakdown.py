@@ -47,7 +47,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from bench._procs import BENCH_LIMITS, KEY_RINGS, Child, free_port, spawn, wait_for_port
+from bench._procs import BENCH_LIMITS, KEY_RINGS, start_temporal
 from bench.servers.floor_workflow import Empty
 from bench.servers.temporal_floor import TASK_QUEUE
 
@@ -84,21 +84,6 @@ class _Task:
     start_rpc: float
     to_code: float
     code_to_result: float
-
-
-def _dev_server(work: Path, *, on_disk: bool) -> tuple[Child, str]:
-    port = free_port()
-    database = ["--db-filename", str(work / "temporal.db")] if on_disk else []
-    argv = [
-        str(_TEMPORAL),
-        *("server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), *database),
-        *("--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=full"),
-        *("--namespace", "default", "--log-level", "warn", "--headless"),
-        *("--dynamic-config-value", "frontend.enableServerVersionCheck=false"),
-    ]
-    child = spawn("temporal", argv, log_dir=work, cwd=work)
-    wait_for_port(port, child, 30)
-    return child, f"127.0.0.1:{port}"
 
 
 async def _connect(address: str, runtime: Runtime, **kwargs: Any) -> Client:
@@ -235,7 +220,7 @@ async def _setup(
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
     directory = work / name
     directory.mkdir()
-    child, address = _dev_server(directory, on_disk=on_disk)
+    child, address = start_temporal(_TEMPORAL.parent, directory, on_disk=on_disk)
     try:
         warmup = 10
         buffer.retrieve_updates()

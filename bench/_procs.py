@@ -198,9 +198,11 @@ def longtools_python() -> Path:
     return repo_venv if (ROOT / ".venv" / "bin" / "longtools").exists() else Path(sys.executable)
 
 
-def start_temporal(bin_dir: Path, work: Path) -> tuple[Child, str]:
-    """A Temporal dev server with the flags `longtools serve` uses; returns it and its host:port."""
+def start_temporal(bin_dir: Path, work: Path, *, on_disk: bool = True) -> tuple[Child, str]:
+    """A Temporal dev server with the flags `longtools serve` uses; returns it and its host:port.
+    ``on_disk=False`` leaves out the database file: Temporal keeps everything in memory."""
     port = free_port()
+    database = ["--db-filename", str(work / "temporal.db")] if on_disk else []
     temporal = spawn(
         "temporal",
         [
@@ -211,8 +213,7 @@ def start_temporal(bin_dir: Path, work: Path) -> tuple[Child, str]:
             "127.0.0.1",
             "--port",
             str(port),
-            "--db-filename",
-            str(work / "temporal.db"),
+            *database,
             "--sqlite-pragma",
             "journal_mode=wal",
             "--sqlite-pragma",
