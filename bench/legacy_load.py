@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any, Final
 
 from bench.load import (
     Connection,
     Failed,
+    Flows,
     Response,
     Spec,
     check_complete,
@@ -231,22 +231,24 @@ class Client:
         self.back.close()
 
 
-class LegacyRun:
-    """`bench.load.Flows` for B1L and B2L: each connection is a client with a session of its own."""
+class LegacyRun(Flows["Client"]):
+    """B1L and B2L: each connection is a client with a session of its own."""
 
     def __init__(self, spec: Spec) -> None:
         if spec.kind not in KINDS:
             raise Failed(f"unknown kind {spec.kind!r}: {', '.join(KINDS)}")
-        self.spec = spec
-        self.expect = spec.text.encode()
-        self.measuring = False
-        self.stopping = False
-        self.latencies: list[float] = []
-        self.errors = 0
-        self.error_sample = ""
+        super().__init__(spec)
+
+    async def open(self) -> Client:
+        client = Client(self.spec)
+        try:
+            await client.open()  # in the warm-up: a client opens its session once
+        except BaseException:
+            client.close()
+            raise
+        return client
 
     async def one(self, client: Client) -> bool:
-        """One operation on the hot path; True when every answer was the expected one."""
         if self.spec.kind == "legacy-call":
             response = await client.call_once()
             if response.status != 200 or self.expect not in response.body:
@@ -264,23 +266,8 @@ class LegacyRun:
             return False
         return True
 
-    def _error(self, what: str) -> None:
-        if self.measuring:
-            self.errors += 1
-        if not self.error_sample:
-            self.error_sample = what
-
-    async def connection(self) -> None:
-        client = Client(self.spec)
-        try:
-            await client.open()  # in the warm-up: a client opens its session once
-            while not self.stopping:
-                started = time.perf_counter()
-                ok = await self.one(client)
-                if self.measuring and ok:
-                    self.latencies.append(time.perf_counter() - started)
-        finally:
-            client.close()
+    def close(self, client: Client) -> None:
+        client.close()
 
 
 async def check(spec: Spec) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Generic, TypeVar
 
 VERSION: Final = "2026-07-28"
 CLIENT_CAPABILITIES: Final[dict[str, Any]] = {"elicitation": {"form": {}}}
@@ -37,6 +37,10 @@ _CONFIRM: Final = {"confirm": {"action": "accept", "content": {"confirm": True}}
 
 class Failed(Exception):
     """An answer that is not what the scenario expects (the message says what was wrong)."""
+
+
+C = TypeVar("C")
+"""A client of a timed run (`Flows`)."""
 
 
 @dataclass
@@ -191,13 +195,13 @@ def request_state(result: dict[str, Any]) -> str:
     return state
 
 
-class Run:
-    """The shared state of one timed run: the window flag and what was measured inside it."""
+class Flows(Generic[C]):
+    """What `measure` drives: the window flags, and what was measured inside the window. Each
+    ``connection()`` is one client (``C``) doing ``one`` operation after another until
+    ``stopping``; a subclass says how a client opens, runs one operation and closes."""
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
-        self.first = first_request(spec)
-        self.answer = AnswerTemplate(spec)
         self.expect = spec.text.encode()
         self.measuring = False
         self.stopping = False
@@ -205,22 +209,15 @@ class Run:
         self.errors = 0
         self.error_sample = ""
 
-    async def one(self, conn: Connection) -> bool:
+    async def open(self) -> C:
+        raise NotImplementedError
+
+    async def one(self, client: C) -> bool:
         """One operation on the hot path; True when every answer was the expected one."""
-        await conn.send(self.first)
-        response = await conn.receive()
-        if self.spec.kind == "mrtr":
-            try:
-                state = request_state(result_of(response))
-            except (Failed, ValueError) as exc:
-                self._error(f"round 1: {exc}")
-                return False
-            await conn.send(self.answer.build(state))
-            response = await conn.receive()
-        if response.status != 200 or self.expect not in response.body:
-            self._error(f"HTTP {response.status} {response.body[:200]!r}")
-            return False
-        return True
+        raise NotImplementedError
+
+    def close(self, client: C) -> None:
+        raise NotImplementedError
 
     def _error(self, what: str) -> None:
         if self.measuring:
@@ -229,28 +226,46 @@ class Run:
             self.error_sample = what
 
     async def connection(self) -> None:
-        conn = Connection(self.spec.port)
+        client = await self.open()
         try:
             while not self.stopping:
                 started = time.perf_counter()
-                ok = await self.one(conn)
+                ok = await self.one(client)
                 if self.measuring and ok:
                     self.latencies.append(time.perf_counter() - started)
         finally:
-            conn.close()
+            self.close(client)
 
 
-class Flows(Protocol):
-    """What `measure` drives: ``connection()`` runs one client until ``stopping``, and records the
-    operations that end while ``measuring``."""
+class Run(Flows["Connection"]):
+    """B1 and B2: one keep-alive connection per client, the requests pre-built."""
 
-    measuring: bool
-    stopping: bool
-    latencies: list[float]
-    errors: int
-    error_sample: str
+    def __init__(self, spec: Spec) -> None:
+        super().__init__(spec)
+        self.first = first_request(spec)
+        self.answer = AnswerTemplate(spec)
 
-    async def connection(self) -> None: ...
+    async def open(self) -> Connection:
+        return Connection(self.spec.port)
+
+    async def one(self, client: Connection) -> bool:
+        await client.send(self.first)
+        response = await client.receive()
+        if self.spec.kind == "mrtr":
+            try:
+                state = request_state(result_of(response))
+            except (Failed, ValueError) as exc:
+                self._error(f"round 1: {exc}")
+                return False
+            await client.send(self.answer.build(state))
+            response = await client.receive()
+        if response.status != 200 or self.expect not in response.body:
+            self._error(f"HTTP {response.status} {response.body[:200]!r}")
+            return False
+        return True
+
+    def close(self, client: Connection) -> None:
+        client.close()
 
 
 class Connection:
@@ -377,7 +392,7 @@ async def timed(spec: Spec) -> dict[str, Any]:
     return await measure(Run(spec), spec)
 
 
-async def measure(run: Flows, spec: Spec) -> dict[str, Any]:
+async def measure(run: Flows[Any], spec: Spec) -> dict[str, Any]:
     """Run ``spec.connections`` of ``run``'s clients: warm-up, then the measured window."""
     tasks = [asyncio.create_task(run.connection()) for _ in range(spec.connections)]
     try:
