@@ -9,6 +9,7 @@ a socket uvicorn binds itself.
 
 from __future__ import annotations
 
+import argparse
 import socket
 
 import uvicorn
@@ -36,3 +37,18 @@ def serve(app: ASGIApp, label: str) -> None:
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(app, loop="asyncio", http="h11", log_level="warning", access_log=False)
     _Server(config, label, sock.getsockname()[1]).run(sockets=[sock])
+
+
+def http_shape(description: str | None) -> tuple[bool, bool]:
+    """The MCP peers' command line, ``--stateful`` and ``--sse``: returns ``(json_response,
+    stateless_http)`` for the SDK's app. By default stateless with JSON answers (B1, B2); B1L's and
+    B2L's 2025-era shapes keep sessions, and B2L's answers with SSE streams."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--stateful", action="store_true", help="keep 2025-era sessions in this process (default: stateless)"
+    )
+    parser.add_argument(
+        "--sse", action="store_true", help="answer with SSE streams, which can carry the session's requests"
+    )
+    args = parser.parse_args()
+    return not args.sse, not args.stateful

@@ -13,15 +13,13 @@ B2), ``--stateful`` for B1L, ``--stateful --sse`` for B2L.
 
 from __future__ import annotations
 
-import argparse
-
 from fastmcp import Context, FastMCP
 from fastmcp.server.elicitation import AcceptedElicitation
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
-from bench.servers._uvicorn import serve
+from bench.servers._uvicorn import http_shape, serve
 
 CONFIRM_SCHEMA = {
     "type": "object",
@@ -66,15 +64,8 @@ def build() -> FastMCP:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--stateful", action="store_true", help="keep 2025-era sessions in this process (default: stateless)"
-    )
-    parser.add_argument(
-        "--sse", action="store_true", help="answer with SSE streams, which can carry the session's requests"
-    )
-    args = parser.parse_args()
-    app = build().http_app(path="/mcp", json_response=not args.sse, stateless_http=not args.stateful)
+    json_response, stateless_http = http_shape(__doc__)
+    app = build().http_app(path="/mcp", json_response=json_response, stateless_http=stateless_http)
     serve(app, "fastmcp")
 
 

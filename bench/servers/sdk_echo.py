@@ -18,15 +18,13 @@ with ``--stateful``, the shape in which a 2025-era tool can ask (B2L).
 
 from __future__ import annotations
 
-import argparse
-
 from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
-from bench.servers._uvicorn import serve
+from bench.servers._uvicorn import http_shape, serve
 
 CONFIRM_SCHEMA = {
     "type": "object",
@@ -68,15 +66,8 @@ def build() -> MCPServer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--stateful", action="store_true", help="keep 2025-era sessions in this process (default: stateless)"
-    )
-    parser.add_argument(
-        "--sse", action="store_true", help="answer with SSE streams, which can carry the session's requests"
-    )
-    args = parser.parse_args()
-    app = build().streamable_http_app(json_response=not args.sse, stateless_http=not args.stateful)
+    json_response, stateless_http = http_shape(__doc__)
+    app = build().streamable_http_app(json_response=json_response, stateless_http=stateless_http)
     serve(app, "sdk")
 
 
