@@ -88,10 +88,11 @@ async def play_rounds(
     answers: dict[str, Any] | None = None
     while True:
         outcome = await rounds(state, answers)
-        if not isinstance(outcome, InputRequiredResult):
+        asked = _asking(outcome)
+        if asked is None:
             return outcome
-        state = outcome.request_state
-        questions = outcome.input_requests or {}
+        state = asked.request_state
+        questions = asked.input_requests or {}
         if not questions and stopping():
             # A held round answers at once while the process stops; running it again would spin.
             raise Interrupted
@@ -100,6 +101,16 @@ async def play_rounds(
             continue
         with holding():
             answers = await ask(ctx, questions)
+
+
+def _asking(outcome: object) -> InputRequiredResult | None:
+    """The round's questions, if it asks: as the handler returned them, or as the wire JSON a
+    run-once record replays (a side-effecting tool's continuation round, a keyed call)."""
+    if isinstance(outcome, InputRequiredResult):
+        return outcome
+    if isinstance(outcome, dict) and outcome.get("resultType") == "input_required":
+        return InputRequiredResult.model_validate(outcome)
+    return None
 
 
 def needs_capability(exc: MCPError) -> str | None:
