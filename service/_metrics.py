@@ -98,7 +98,14 @@ class Metrics:
         )
         self.held_rounds = Gauge(
             "longtools_mrtr_held_rounds",
-            "MRTR rounds this process holds open while a task works (bounded by max_held_rounds)",
+            "Requests this process holds open while a task works: MRTR rounds, 2025-era calls and "
+            "tasks/result waiting for an answer, task tool waits, paced polls (bounded by "
+            "max_held_rounds)",
+            registry=self.registry,
+        )
+        self.watches = Gauge(
+            "longtools_watches",
+            "Workflows this process follows with a history long poll in Temporal (one long poll each)",
             registry=self.registry,
         )
         self.listen_streams = Gauge(

@@ -155,7 +155,9 @@ class Settings(BaseSettings):
         1000,
         ge=1,
         description="Most tasks one principal may have running at once; a start beyond it is refused. "
-        "Counted by Temporal's visibility, so starts made at the same moment may pass it by a few.",
+        "Concurrent starts on one API process never pass it; with several replicas, a burst may pass it "
+        "by the starts other replicas made in the same 2 seconds (Temporal's visibility shows a start "
+        "only after a moment).",
     )
     max_held_rounds_per_principal: int = Field(
         100, ge=1, description="Most MRTR rounds of one principal an API process holds open at once."
@@ -168,6 +170,13 @@ class Settings(BaseSettings):
         gt=0,
         description="Most bytes of answers (as JSON) one task accepts over its life; each answer is "
         "written to the task's history, which Temporal limits.",
+    )
+    cache_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Most bytes of task results and published task state one API process keeps to answer "
+        "polls and waits without reading Temporal (half for the tasks it has read, half for the changes "
+        "its watches have seen); past it the oldest are dropped, and read again when asked for.",
     )
     temporal_rpc_timeout_s: float = Field(
         5.0,

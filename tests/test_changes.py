@@ -8,14 +8,20 @@ takes a signal with no worker.
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
+from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.worker import Worker
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from service import Settings
-from service.tasks import Changes, Mailboxes, Mark
+from service import Registry, Settings
+from service.tasks import Changes, Mailboxes, Mark, Tasks, TaskView
+from service.tasks._changes import _Watch
 from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
 
 
@@ -138,5 +144,143 @@ async def test_a_completion_is_read_from_the_close_event_and_nothing_else_is(cli
         assert await client.data_converter.decode(completion.result.payloads) == [None]
         # A reader that has seen the completion already gets nothing more from the watch.
         assert changes.completed(completed.id, completion.mark) is None
+    finally:
+        await changes.aclose()
+
+
+async def test_a_notice_between_the_check_and_the_wait_wakes_the_waiter(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """REVIEW 9: the waiter read the watch's notice only once its wait had begun, so a notice in
+    between (forced here, right after the check says "no change yet") was missed to the deadline."""
+    handle, seen = await _started(client)
+    changes = Changes(lambda: client, client.namespace)
+    try:
+        changes.follow(handle.id, seen)
+        watch = changes._watches[handle.id]
+        async with asyncio.timeout(30):
+            await _until(watch, lambda: watch.caught_up)  # first read done: now in a long poll
+        real = watch.changed_since
+
+        def check_then_change(mark: Mark) -> bool:
+            answer = real(mark)
+            if not answer:  # what the watch does on a change, right after the check
+                watch.changed_at = seen.events + 1
+                watch.notify()
+            return answer
+
+        monkeypatch.setattr(watch, "changed_since", check_then_change)
+        async with asyncio.timeout(10):  # the wait's own deadline is a minute
+            assert await changes.after(handle.id, seen, within_s=60) is True
+    finally:
+        await changes.aclose()
+
+
+async def test_a_watch_nobody_wants_stops_and_a_reset_run_gets_its_own(client: Client) -> None:
+    """REVIEW 2 and 5: a wait that ends lets its watch go (no long poll left in Temporal) when it
+    asks for no linger; a watch of a run that ended is not reused for a newer run of the same id."""
+    handle, seen = await _started(client)
+    changes = Changes(lambda: client, client.namespace, linger_s=60)
+    try:
+        assert await changes.after(handle.id, seen, within_s=0.5, linger_s=0) is False
+        watch = changes._watches.get(handle.id)
+        if watch is not None:
+            async with asyncio.timeout(10):
+                await _until(watch, lambda: watch.ended)
+        await handle.terminate()
+        async with asyncio.timeout(30):
+            assert await changes.after(handle.id, seen, within_s=30) is True  # it ended: read it
+        # The same id started again (as after retention, or a reset's new run): a new watch waits
+        # for its changes instead of saying "changed" at once, for ever.
+        again = await client.start_workflow(
+            ONCE_WORKFLOW,
+            id=handle.id,
+            task_queue=f"tq-{uuid.uuid4()}",
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        )
+        described = await again.describe()
+        fresh = Mark(described.run_id, described.raw_description.workflow_execution_info.history_length)
+        assert await changes.after(handle.id, fresh, within_s=1.0) is False
+        await again.signal(OUTCOME_SIGNAL, {"result": {}})
+        async with asyncio.timeout(30):
+            assert await changes.after(handle.id, fresh, within_s=30) is True
+        await again.terminate()
+    finally:
+        await changes.aclose()
+
+
+async def test_what_watches_keep_is_bounded_by_bytes(client: Client) -> None:
+    """REVIEW 14: closed watches kept their results whatever their size; past the budget, the
+    oldest idle ones are dropped (their readers read Temporal again)."""
+    queue = f"tq-{uuid.uuid4()}"
+    changes = Changes(lambda: client, client.namespace, max_bytes=3_000)
+    try:
+        async with Worker(
+            client, task_queue=queue, workflows=[Echo], workflow_runner=UnsandboxedWorkflowRunner()
+        ):
+            marks: list[tuple[str, Mark]] = []
+            for _ in range(5):
+                handle = await client.start_workflow(
+                    Echo.run, "x" * 1_000, id=f"echo-{uuid.uuid4()}", task_queue=queue
+                )
+                described = await handle.describe()
+                seen = Mark(
+                    described.run_id, described.raw_description.workflow_execution_info.history_length
+                )
+                changes.follow(handle.id, seen)
+                await handle.result()
+                async with asyncio.timeout(30):
+                    assert await changes.after(handle.id, seen, within_s=30) is True
+                marks.append((handle.id, seen))
+        kept = [changes.completed(workflow_id, seen) for workflow_id, seen in marks]
+        assert changes._kept <= 3_000
+        assert kept[-1] is not None  # the latest is kept
+        assert None in kept  # the oldest went
+    finally:
+        await changes.aclose()
+
+
+@workflow.defn(name="tests.echo")
+class Echo:
+    @workflow.run
+    async def run(self, text: str) -> str:
+        return text
+
+
+async def _until(watch: _Watch, condition: Callable[[], bool]) -> None:
+    """Until ``condition()`` holds, woken by the watch's notices (bounded by the caller)."""
+    while True:
+        notice = watch.generation
+        if condition():
+            return
+        await notice.wait()
+
+
+async def test_an_answer_that_meets_a_closed_task_is_not_an_outage(client: Client) -> None:
+    """REVIEW 13: an answer signalled to a workflow that had closed since it was read got NOT_FOUND,
+    which every path reported as "the task service is unavailable"; now nothing is delivered, and
+    the caller reads the task again (it tells the rest)."""
+    settings = Settings(
+        state_keys=base64.urlsafe_b64encode(bytes(32)).decode(), task_queue=f"tq-{uuid.uuid4()}"
+    )
+    changes = Changes(lambda: client, client.namespace)
+    tasks = Tasks(settings, Registry(), lambda: client, changes)
+    try:
+        handle, _ = await _started(client)
+        question = {
+            "method": "elicitation/create",
+            "params": {"message": "Go on?", "requestedSchema": {"type": "object", "properties": {}}},
+        }
+        asked = TaskView(
+            task_id=handle.id,
+            tool="any",
+            status="input_required",
+            created_at=datetime.now(UTC),
+            updated_at=datetime.now(UTC),
+            ttl_ms=60_000,
+            input_requests={"go": question},
+        )
+        await handle.terminate()  # closed after it was read
+        assert await tasks.answer(asked, {"go": {"action": "accept", "content": {}}}) == []
     finally:
         await changes.aclose()

@@ -49,6 +49,7 @@ def post(
     caps: dict[str, Any] | None = None,
     headers: Mapping[str, str | None] | None = None,
     with_meta: bool = True,
+    timeout: float = 30,
 ) -> httpx.Response:
     """POST one request; ``headers`` entries override the defaults (None removes one)."""
     params = dict(params or {})
@@ -61,7 +62,7 @@ def post(
         else:
             sent[key] = value
     body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
-    return httpx.post(url, content=json.dumps(body), headers=sent, timeout=30)
+    return httpx.post(url, content=json.dumps(body), headers=sent, timeout=timeout)
 
 
 def result(response: httpx.Response) -> dict[str, Any]:

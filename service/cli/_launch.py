@@ -212,7 +212,12 @@ async def _run_parts(
                 return 1
             stack.callback(dev.stop)
             settings = settings.model_copy(update={"temporal_address": dev.address})
-            log.info("temporal_started", address=dev.address, db=str(settings.data_dir / "temporal.db"))
+            log.info(
+                "temporal_started",
+                address=dev.address,
+                metrics=dev.metrics_url,
+                db=str(settings.data_dir / "temporal.db"),
+            )
         metrics = Metrics()
         worker_task: asyncio.Task[None] | None = None
         if worker:

@@ -91,7 +91,12 @@ def create_app(
     metrics = metrics if metrics is not None else Metrics()
     connection = Connection(settings, worker_client)
     closers: list[Callable[[], Awaitable[None]]] = [connection.close]
-    changes = Changes(connection, settings.temporal_namespace)
+    changes = Changes(
+        connection,
+        settings.temporal_namespace,
+        max_bytes=settings.cache_bytes // 2,
+        following=metrics.watches,
+    )
     closers.append(changes.aclose)
     tasks = Tasks(settings, registry, connection, changes, eager=worker_client is not None)
     once = RunOnce(settings, connection, changes, eager=worker_client is not None)
@@ -100,10 +105,12 @@ def create_app(
     )
     # Work whose request went away (its client left) finishes and is recorded before the exit.
     closers.append(once.drain)
+    mailboxes = Mailboxes(settings, connection, changes)
+    closers.append(mailboxes.aclose)
     legacy: ASGIApp = LegacyEra(
         server,
         Seals(settings.require_state_keys(), session_ttl_s=settings.session_ttl_s),
-        Mailboxes(settings, connection, changes),
+        mailboxes,
         # A pushed question may wait as long as what asked it: a quick tool's state or a long task.
         question_ttl_s=max(settings.state_ttl_s, settings.task_ttl_s),
     )

@@ -8,6 +8,7 @@ its header, answered as the spec asks. The gate also writes the one log event pe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -137,12 +138,47 @@ class McpGate:
         if self._plain is None or self._streams is None:
             await self._app(scope, receive, send)
             return
+        client_receive = receive
         body, receive = await _buffer_body(receive, self._max_body)
         if body is None:
             await _too_large((scope, receive, send), self._max_body)
             return
-        streams = self._streams(_latin1(headers.get(b"mcp-method")), _params(body))
-        await (self._app if streams else self._plain)(scope, receive, send)
+        if self._streams(_latin1(headers.get(b"mcp-method")), _params(body)):
+            await self._app(scope, receive, send)
+        else:
+            await _while_connected(self._plain, (scope, receive, send), client_receive)
+
+
+async def _while_connected(app: ASGIApp, asgi: tuple[Scope, Receive, Send], client_receive: Receive) -> None:
+    """Run ``app`` on a request whose body has been read, and stop it if the client leaves first.
+
+    The SDK's JSON-response handler does not watch the connection, and some plain requests wait
+    (a paced ``tasks/get``, ``task_status``, a settle): a client that gave up must release its
+    waiter and its place under the held-request bounds at once. The watch starts only once the
+    handler waits (a loop callback runs when the request's task yields), so a request answered
+    without waiting, as most are, spawns no task.
+    """
+    loop = asyncio.get_running_loop()
+    watching: list[asyncio.Task[None]] = []
+    try:
+        async with asyncio.timeout(None) as held:
+
+            async def until_disconnect() -> None:
+                while (await client_receive())["type"] != "http.disconnect":
+                    pass
+                held.reschedule(loop.time())  # ends the request's wait at once
+
+            waits = loop.call_soon(lambda: watching.append(loop.create_task(until_disconnect())))
+            try:
+                await app(*asgi)
+            finally:
+                waits.cancel()
+                for task in watching:
+                    task.cancel()
+    except TimeoutError:
+        if not held.expired():
+            raise
+        request_info()["outcome"] = "client left"
 
 
 def _params(body: bytes) -> Mapping[str, Any]:

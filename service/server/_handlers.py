@@ -9,8 +9,6 @@ wire (envelope, header ladder, error codes, requestState sealing) stays the SDK'
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -108,8 +106,8 @@ def build_server(
     """A low-level SDK server answering from ``registry``, sealing state with the configured keys."""
     keys = _key_ring(settings)
     # Idempotency ids are derived from the first key, never from the key itself (domain separation).
-    id_secret = hmac.new(keys[0], b"longtools idempotency ids", hashlib.sha256).digest()
-    long_tools = LongTools(settings, tasks, id_secret, metrics)
+    id_secret = tasks.ids.secret
+    long_tools = LongTools(settings, tasks, metrics)
     # Logs name a principal by a keyed hash; computed once per principal (an HMAC per request was
     # 2% of a plain tools/call's CPU).
     hash_principal = lru_cache(maxsize=4096)(partial(principal_hash, key=id_secret))

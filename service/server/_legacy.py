@@ -63,7 +63,7 @@ from service.auth import principal_of_scope
 from service.server._legacy_tasks import TASK_CALL, TASKS_CAPABILITY, TASKS_VERSION
 from service.server._sessions import LegacySession, Seals
 from service.server._wire import temporal_errors
-from service.tasks import Mailboxes
+from service.tasks import Mailboxes, QuestionClosed
 
 log = structlog.get_logger("longtools.legacy")
 
@@ -77,6 +77,9 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _SESSION_HEADER: Final = MCP_SESSION_ID_HEADER.lower()
+_QUESTION_CLOSED: Final = (
+    "This question is no longer open: it was answered, or the call that asked it has ended"
+)
 
 
 @dataclass
@@ -265,6 +268,9 @@ class LegacyEra:
         try:
             async with temporal_errors("answer"):
                 await self._mailboxes.post(box, answer, ttl_s=self._question_ttl_s)
+        except QuestionClosed:
+            await _reply(asgi, _error(None, INVALID_REQUEST, _QUESTION_CLOSED), 400)
+            return
         except MCPError as exc:  # Temporal is unreachable: the client may send the answer again
             await _reply(asgi, JSONRPCError(jsonrpc="2.0", id=None, error=exc.error), 503)
             return

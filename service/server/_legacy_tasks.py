@@ -15,12 +15,13 @@ owner check, TTL and answer checks. The differences are on the wire only: ``ttl`
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
 import hmac
+import time
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, Final
 
@@ -32,7 +33,7 @@ from pydantic import TypeAdapter
 
 from service._settings import Settings
 from service.auth import principal_of
-from service.server._limits import answers_too_large
+from service.server._limits import HeldRounds, answers_too_large
 from service.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy
 from service.server._wire import poll_task, raw_notification, read_task, temporal_errors
 from service.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
@@ -92,17 +93,19 @@ class LegacyTasks:
         settings: Settings,
         tasks: Tasks,
         *,
-        id_secret: bytes,
         poll_interval_ms: Callable[[TaskView], int],
-        owner_tag: Callable[[str], str],
-        holding: Callable[[str], AbstractContextManager[None]],
+        held: HeldRounds,
     ) -> None:
         self._settings = settings
         self._tasks = tasks
-        self._cursor_key = hmac.new(id_secret, b"longtools tasks/list cursors", hashlib.sha256).digest()
+        # One per ring key, first key first: a cursor is sealed with the first, opened with any (a
+        # rotation does not break a listing half-way).
+        self._cursor_keys = [
+            hmac.new(secret, b"longtools tasks/list cursors", hashlib.sha256).digest()
+            for secret in tasks.ids.secrets
+        ]
         self._poll_interval_ms = poll_interval_ms
-        self._owner_tag = owner_tag
-        self._holding = holding
+        self._held = held
 
     def created(self, tool: Tool, view: TaskView) -> dict[str, Any]:
         """The ``CreateTaskResult`` of a task-augmented ``tools/call`` that started ``view``."""
@@ -116,7 +119,7 @@ class LegacyTasks:
         }
 
     async def get(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
-        view, interval = await poll_task(ctx, self._tasks, task_id, self._poll_interval_ms)
+        view, interval = await poll_task(ctx, self._tasks, task_id, self._poll_interval_ms, self._held)
         return legacy_task_wire(view, interval)
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
@@ -129,8 +132,11 @@ class LegacyTasks:
             raise MCPError(
                 code=INVALID_PARAMS, message=f"Cannot cancel task: already in terminal status {shown!r}"
             )
+        principal = principal_of(ctx)
         async with temporal_errors("tasks/cancel"):
-            view = await self._tasks.cancel_and_wait(view, principal_of(ctx), self._settings.answer_settle_s)
+            with self._held.hold_if_free(principal) as may_wait:
+                within_s = self._settings.answer_settle_s if may_wait else 0
+                view = await self._tasks.cancel_and_wait(view, principal, within_s)
         body = legacy_task_wire(view, self._poll_interval_ms(view))
         if view.status not in TERMINAL:
             body["status"] = "cancelled"
@@ -141,9 +147,7 @@ class LegacyTasks:
         principal = principal_of(ctx)
         token = self._opened_cursor(cursor, principal) if cursor is not None else b""
         async with temporal_errors("tasks/list"):
-            ids, following = await self._tasks.owned(
-                self._owner_tag(principal), self._settings.task_list_page_size, token
-            )
+            ids, following = await self._tasks.owned(principal, self._settings.task_list_page_size, token)
             shown: list[dict[str, Any]] = []
             for task_id in ids:  # the page is small; each read is usually answered from memory
                 try:
@@ -158,46 +162,63 @@ class LegacyTasks:
 
     async def result(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """Wait for the task's end, pushing each question it asks meanwhile, and answer with what
-        ``tools/call`` would have: its result, or its JSON-RPC error."""
+        ``tools/call`` would have: its result, or its JSON-RPC error.
+
+        A pushed question waits for its answer only while the task asks it: once the task ends, or
+        its questions are answered another way (``task_answer``, another client), the push is
+        withdrawn and the wait goes on. A question asked again (its answer did not fit) counts as a
+        round; ``max_rounds`` of them end the request.
+        """
         principal = principal_of(ctx)
         view = await read_task(ctx, self._tasks, task_id)
-        sent: set[str] = set()
-        pushes = 0
-        with self._holding(principal):
-            while view.status not in TERMINAL:
-                waiting = {key: q for key, q in (view.input_requests or {}).items() if key not in sent}
-                if waiting:
-                    pushes += 1
-                    if pushes > self._settings.max_rounds:
-                        raise MCPError(
-                            code=INVALID_PARAMS,
-                            message="The answers to this task's questions did not fit them; "
-                            "call tasks/result again, or cancel the task",
+        answered: set[str] = set()
+        pushed: set[str] = set()
+        reasked = 0
+        try:
+            with self._held.hold(principal):
+                while view.status not in TERMINAL:
+                    waiting = {k: q for k, q in (view.input_requests or {}).items() if k not in answered}
+                    if waiting:
+                        if waiting.keys() & pushed:
+                            reasked += 1
+                            if reasked > self._settings.max_rounds:
+                                raise MCPError(
+                                    code=INVALID_PARAMS,
+                                    message="The answers to this task's questions did not fit them; "
+                                    "call tasks/result again, or cancel the task",
+                                )
+                        pushed |= waiting.keys()
+                        delivered, moved = await self._ask(ctx, view, principal, waiting)
+                        answered |= delivered
+                        if moved is not None:
+                            view = moved
+                            continue
+                    before = view
+                    async with temporal_errors("tasks/result"):
+                        view = await self._tasks.wait(
+                            task_id,
+                            principal,
+                            partial(_moved, before, frozenset(answered)),
+                            self._settings.mrtr_wait_s,
+                            since=view,
                         )
-                    sent |= await self._ask(ctx, view, waiting)
-                before = view
-                async with temporal_errors("tasks/result"):
-                    view = await self._tasks.wait(
-                        task_id,
-                        principal,
-                        partial(_moved, before, frozenset(sent)),
-                        self._settings.mrtr_wait_s,
-                        since=view,
-                    )
-                if view.status != before.status or view.message != before.message:
-                    await _notify_status(ctx, legacy_task_wire(view, self._poll_interval_ms(view)))
-                if self._tasks.stopping and view.status not in TERMINAL:
-                    raise MCPError(
-                        code=INTERNAL_ERROR,
-                        message="This server is restarting; the task goes on: call tasks/result again",
-                    )
+                    if view.status != before.status or view.message != before.message:
+                        await _notify_status(ctx, legacy_task_wire(view, self._poll_interval_ms(view)))
+                    if self._tasks.stopping and view.status not in TERMINAL:
+                        raise MCPError(
+                            code=INTERNAL_ERROR,
+                            message="This server is restarting; the task goes on: call tasks/result again",
+                        )
+        except TaskNotFound as exc:  # its TTL ran out while the request waited
+            raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
         return _outcome(view)
 
     async def _ask(
-        self, ctx: ServerRequestContext[Any, Any], view: TaskView, waiting: Mapping[str, Any]
-    ) -> set[str]:
-        """Push the task's open questions, deliver the answers that fit; the keys delivered (an
-        answer that does not fit leaves its question open, to be asked again)."""
+        self, ctx: ServerRequestContext[Any, Any], view: TaskView, principal: str, waiting: Mapping[str, Any]
+    ) -> tuple[set[str], TaskView | None]:
+        """Push the task's open questions and deliver the answers that fit: the keys delivered (an
+        answer that does not fit leaves its question open, to be asked again). When the task ends
+        or stops asking them first, the push is withdrawn: nothing delivered, and the task then."""
         questions = {key: _requests_adapter.validate_python(q) for key, q in waiting.items()}
         caps = ctx.session.client_capabilities
         unanswerable = [q.method for q in questions.values() if caps is None or not kind_supported(q, caps)]
@@ -207,33 +228,59 @@ class LegacyTasks:
                 message=f"Task {view.task_id} asks through {', '.join(sorted(set(unanswerable)))}, which "
                 "this client did not declare; answer it with the task_answer tool, or cancel it",
             )
+        keys = set(waiting)
+
+        def moved_on(now: TaskView) -> bool:
+            return now.status in TERMINAL or not keys & set(now.input_requests or {})
+
+        lives_s = view.created_at.timestamp() + view.ttl_ms / 1000 - time.time()
+        asking = asyncio.ensure_future(ask(ctx, questions, related_task=view.task_id))
+        watching = asyncio.ensure_future(
+            self._tasks.wait(view.task_id, principal, moved_on, lives_s, since=view)
+        )
         try:
-            answers = await ask(ctx, questions, related_task=view.task_id)
+            async with temporal_errors("tasks/result"):
+                await asyncio.wait({asking, watching}, return_when=asyncio.FIRST_COMPLETED)
+                if not asking.done():
+                    now = watching.result()
+                    if moved_on(now):
+                        return set(), now
+                    await asking  # the task lives on only as long as its TTL: asked till then
+                answers = asking.result()
         except Unanswered as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        finally:
+            for pending in (asking, watching):
+                pending.cancel()
+            await asyncio.gather(asking, watching, return_exceptions=True)
         try:
             async with temporal_errors("tasks/result"):
                 delivered = await self._tasks.answer(view, answers, skip_invalid=True)
+                if not delivered:  # none fitted, or the task ended meanwhile: it tells which
+                    return set(), await self._tasks.read(view.task_id, principal)
         except AnswersTooLarge:
             raise answers_too_large(self._settings.max_task_answer_bytes) from None
-        return set(delivered)
+        return set(delivered), None
 
     def _sealed_cursor(self, token: bytes, principal: str) -> str:
         body = base64.urlsafe_b64encode(token).decode()
-        return f"{body}.{self._cursor_tag(body, principal)}"
+        return f"{body}.{_cursor_tag(self._cursor_keys[0], body, principal)}"
 
     def _opened_cursor(self, cursor: str, principal: str) -> bytes:
         body, _, tag = cursor.rpartition(".")
-        if body and hmac.compare_digest(tag, self._cursor_tag(body, principal)):
+        if body and any(
+            hmac.compare_digest(tag, _cursor_tag(key, body, principal)) for key in self._cursor_keys
+        ):
             try:
                 return base64.urlsafe_b64decode(body)
             except (binascii.Error, ValueError):
                 pass
         raise MCPError(code=INVALID_PARAMS, message="Invalid cursor")
 
-    def _cursor_tag(self, body: str, principal: str) -> str:
-        message = f"{principal}\x00{body}".encode()
-        return hmac.new(self._cursor_key, message, hashlib.sha256).hexdigest()[:32]
+
+def _cursor_tag(key: bytes, body: str, principal: str) -> str:
+    message = f"{principal}\x00{body}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
 
 
 def method_not_found() -> MCPError:

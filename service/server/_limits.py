@@ -34,10 +34,13 @@ def answers_too_large(limit: int) -> MCPError:
 
 
 class HeldRounds:
-    """The MRTR rounds this process holds open while a task works, per principal and in all.
+    """The requests this process holds open while a task works, per principal and in all: MRTR
+    rounds, 2025-era calls waiting for a pushed answer, ``tasks/result``, the task tools' waits,
+    paced ``tasks/get`` polls, ``tasks/update`` settles and cancels waiting for the end.
 
-    A held round costs a connection and a waiter; without a bound one caller could hold them all.
-    Counted in this process only: each replica has its own share, as it has its own connections.
+    A held request costs a connection and a waiter; without a bound one caller could hold them
+    all. Counted in this process only: each replica has its own share, as it has its own
+    connections.
     """
 
     def __init__(self, *, per_principal: int, total: int, gauge: Gauge) -> None:
@@ -49,7 +52,7 @@ class HeldRounds:
 
     @contextmanager
     def hold(self, principal: str) -> Iterator[None]:
-        """Count one held round for ``principal`` while inside; refused over either bound.
+        """Count one held request for ``principal`` while inside; refused over either bound.
 
         Raises:
             MCPError: -32600 naming the bound that was reached.
@@ -62,6 +65,22 @@ class HeldRounds:
                 self._per_principal,
                 "You have too many calls waiting on this server at once",
             )
+        with self._counted(principal):
+            yield
+
+    @contextmanager
+    def hold_if_free(self, principal: str) -> Iterator[bool]:
+        """Count one held request while inside if both bounds allow it; whether it was counted.
+        For a wait that is only a courtesy (a paced poll, a settle), which a request at the bound
+        skips: it is answered at once instead of refused."""
+        if self._all >= self._total or self._held[principal] >= self._per_principal:
+            yield False
+            return
+        with self._counted(principal):
+            yield True
+
+    @contextmanager
+    def _counted(self, principal: str) -> Iterator[None]:
         self._held[principal] += 1
         self._all += 1
         self._gauge.inc()

@@ -14,6 +14,7 @@ and the questions already answered, so any replica serves the next round.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -67,7 +68,6 @@ from service.tasks import (
     TaskView,
     TooManyTasks,
     args_digest,
-    derive_id,
     key_reused,
     state_used,
 )
@@ -126,25 +126,17 @@ def missing_tasks_extension() -> MCPError:
 
 
 class LongTools:
-    def __init__(self, settings: Settings, tasks: Tasks, id_secret: bytes, metrics: Metrics) -> None:
+    def __init__(self, settings: Settings, tasks: Tasks, metrics: Metrics) -> None:
         self._settings = settings
         self._tasks = tasks
-        self._id_secret = id_secret
         self._metrics = metrics
         self._held = HeldRounds(
             per_principal=settings.max_held_rounds_per_principal,
             total=settings.max_held_rounds,
             gauge=metrics.held_rounds,
         )
-        self.legacy = LegacyTasks(
-            settings,
-            tasks,
-            id_secret=id_secret,
-            poll_interval_ms=self._poll_interval_ms,
-            owner_tag=self._owner,
-            holding=self.holding,
-        )
-        self.task_tools = TaskTools(settings, tasks, self._poll_interval_ms)
+        self.legacy = LegacyTasks(settings, tasks, poll_interval_ms=self._poll_interval_ms, held=self._held)
+        self.task_tools = TaskTools(settings, tasks, self._poll_interval_ms, self._held)
         self._listens = TaskListens(
             settings, tasks, self._poll_interval_ms, missing_tasks_extension, metrics.listen_streams
         )
@@ -216,52 +208,64 @@ class LongTools:
                     )
                 args = prepared
             principal = principal_of(ctx)
-            try:
-                if idempotency_key is not None:
-                    view, created = await self._start_keyed(tool, args, principal, idempotency_key)
-                elif exchange.rounds:
-                    # The last round of a pre-phase: the exchange names its task, so a replay of this
-                    # round (a proxy's retry, a lost response) finds the task, not a second one.
-                    view, created = await self._start_for_exchange(tool, args, principal, exchange)
-                else:
-                    view, created = await self._tasks.start(
-                        tool, args, principal, owner_tag=self._owner(principal)
-                    )
-            except TooManyTasks:
-                limit = self._settings.max_active_tasks_per_principal
-                raise limit_reached(
-                    "max_active_tasks_per_principal", limit, "You have too many tasks running"
-                ) from None
-            except OwnerAttributeMissing:
-                raise MCPError(code=INTERNAL_ERROR, message=UNAVAILABLE) from None
-            if created:
-                self._metrics.task_created(tool.name)
-            request_info()["task_id"] = view.task_id
-            if legacy_task:
-                self._tasks.follow(view, self._poll_interval_ms(view))  # the client polls it next
-                return self.legacy.created(tool, view)
-            if by_tools:
-                return await self.task_tools.started(ctx, view)
-            if as_task:
-                if self._settings.task_inline_ms:
-                    # Work that is done at once is answered at once: the spec leaves the choice
-                    # between a task and the plain result to the server, per request.
-                    result = await self._tasks.completed_within(
-                        tool, view.task_id, self._settings.task_inline_ms / 1000
-                    )
-                    if result is not None:
-                        return result
-                # Server-directed creation: the start is durable, so tasks/get already finds it.
-                interval = self._poll_interval_ms(view)
-                self._tasks.follow(view, interval)  # the client polls it next
-                return {"resultType": "task", **view.wire(interval)}
-            return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
+            # A call that will be held (a round, or the task tools' first wait) takes its place
+            # under the held-request bounds before it starts anything: one refused at a bound
+            # must leave no task behind.
+            with self._held.hold(principal) if not as_task else contextlib.nullcontext():
+                view = await self._begin(tool, args, principal, exchange, idempotency_key)
+                if legacy_task:
+                    self._tasks.follow(view, self._poll_interval_ms(view))  # the client polls it next
+                    return self.legacy.created(tool, view)
+                if by_tools:
+                    return await self.task_tools.started(ctx, view)
+                if as_task:
+                    return await self._created(tool, view)
+                return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
+
+    async def _begin(
+        self, tool: Tool, args: BaseModel, principal: str, exchange: Exchange, idempotency_key: str | None
+    ) -> TaskView:
+        """The call's task: started now, or the one its idempotency key or exchange names."""
+        try:
+            if idempotency_key is not None:
+                view, created = await self._start_keyed(tool, args, principal, idempotency_key)
+            elif exchange.rounds:
+                # The last round of a pre-phase: the exchange names its task, so a replay of this
+                # round (a proxy's retry, a lost response) finds the task, not a second one.
+                view, created = await self._start_for_exchange(tool, args, principal, exchange)
+            else:
+                view, created = await self._tasks.start(tool, args, principal)
+        except TooManyTasks:
+            limit = self._settings.max_active_tasks_per_principal
+            raise limit_reached(
+                "max_active_tasks_per_principal", limit, "You have too many tasks running"
+            ) from None
+        except OwnerAttributeMissing:
+            raise MCPError(code=INTERNAL_ERROR, message=UNAVAILABLE) from None
+        if created:
+            self._metrics.task_created(tool.name)
+        request_info()["task_id"] = view.task_id
+        return view
+
+    async def _created(self, tool: Tool, view: TaskView) -> CallToolResult | dict[str, Any]:
+        """A 2026-era call's answer once its task has started: the task (server-directed creation:
+        the start is durable, so tasks/get already finds it), or its result when it is done at
+        once (``task_inline_ms``; the spec leaves the choice to the server, per request)."""
+        if self._settings.task_inline_ms:
+            result = await self._tasks.completed_within(
+                tool, view.task_id, self._settings.task_inline_ms / 1000
+            )
+            if result is not None:
+                return result
+        interval = self._poll_interval_ms(view)
+        self._tasks.follow(view, interval)  # the client polls it next
+        return {"resultType": "task", **view.wire(interval)}
 
     async def _start_keyed(
         self, tool: Tool, args: BaseModel, principal: str, key: str
     ) -> tuple[TaskView, bool]:
         """The task of this principal's idempotency key for ``tool``: started now, or the existing one."""
-        task_id = derive_id(self._id_secret, "task", principal, tool.name, key)
+        task_id = self._tasks.ids.derived(principal, "task", principal, tool.name, key)
         try:
             view, created = await self._start_derived(tool, args, principal, task_id)
         except TaskNotFound:
@@ -275,7 +279,7 @@ class LongTools:
     async def _start_for_exchange(
         self, tool: Tool, args: BaseModel, principal: str, exchange: Exchange
     ) -> tuple[TaskView, bool]:
-        task_id = derive_id(self._id_secret, "exchange", principal, tool.name, exchange.id)
+        task_id = self._tasks.ids.derived(principal, "exchange", principal, tool.name, exchange.id)
         try:
             return await self._start_derived(tool, args, principal, task_id)
         except TaskNotFound:
@@ -287,15 +291,10 @@ class LongTools:
         self, tool: Tool, args: BaseModel, principal: str, task_id: str
     ) -> tuple[TaskView, bool]:
         digest = args_digest(args.model_dump(mode="json"))
-        view, created = await self._tasks.start(
-            tool, args, principal, owner_tag=self._owner(principal), task_id=task_id, args_digest=digest
-        )
+        view, created = await self._tasks.start(tool, args, principal, task_id=task_id, args_digest=digest)
         if view.args_digest != digest:
             raise _OtherArguments
         return view, created
-
-    def _owner(self, principal: str) -> str:
-        return derive_id(self._id_secret, "owner", principal)
 
     async def _continue(
         self,
@@ -306,19 +305,22 @@ class LongTools:
         exchange: Exchange,
     ) -> CallToolResult | InputRequiredResult:
         request_info()["task_id"] = state.task
-        try:
-            view = await self._tasks.get(state.task, principal_of(ctx))
-        except TaskNotFound:
-            raise _work_expired() from None
-        if rnd.input_responses and view.status == "input_required":
-            responses = {key: as_wire(answer) for key, answer in rnd.input_responses.items()}
-            # An answer that does not fit is skipped: its question is asked again (SEP-2322).
+        principal = principal_of(ctx)
+        with self._held.hold(principal):  # before the answers go in: a refused round changes nothing
+            read = self._tasks.to_answer if rnd.input_responses else self._tasks.get
             try:
-                delivered = await self._tasks.answer(view, responses, skip_invalid=True)
-            except AnswersTooLarge:
-                raise answers_too_large(self._settings.max_task_answer_bytes) from None
-            state = state.model_copy(update={"sent": sorted({*state.sent, *delivered})})
-        return await self._hold(ctx, tool, state, rnd, exchange, view)
+                view = await read(state.task, principal)
+            except TaskNotFound:
+                raise _work_expired() from None
+            if rnd.input_responses and view.status == "input_required":
+                responses = {key: as_wire(answer) for key, answer in rnd.input_responses.items()}
+                # An answer that does not fit is skipped: its question is asked again (SEP-2322).
+                try:
+                    delivered = await self._tasks.answer(view, responses, skip_invalid=True)
+                except AnswersTooLarge:
+                    raise answers_too_large(self._settings.max_task_answer_bytes) from None
+                state = state.model_copy(update={"sent": sorted({*state.sent, *delivered})})
+            return await self._hold(ctx, tool, state, rnd, exchange, view)
 
     async def _hold(
         self,
@@ -329,7 +331,8 @@ class LongTools:
         exchange: Exchange,
         task: TaskView,
     ) -> CallToolResult | InputRequiredResult:
-        """Hold this round open while ``task`` works, then answer with what it came to."""
+        """Hold this round open while ``task`` works, then answer with what it came to (the caller
+        counts it against the held-request bounds)."""
         sent = set(state.sent)
 
         def settled(view: TaskView) -> bool:
@@ -345,10 +348,9 @@ class LongTools:
 
         principal = principal_of(ctx)
         try:
-            with self._held.hold(principal):
-                view = await self._tasks.wait(
-                    state.task, principal, settled, self._settings.mrtr_wait_s, seen=progress
-                )
+            view = await self._tasks.wait(
+                state.task, principal, settled, self._settings.mrtr_wait_s, seen=progress
+            )
         except TaskNotFound:
             raise _work_expired() from None  # the task's TTL ran out while this round was held
         if view.status == "completed" and view.result is not None:
@@ -395,7 +397,9 @@ class LongTools:
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         if is_legacy(ctx):
             return await self.legacy.get(ctx, _legacy_task_id(ctx, params))
-        view, interval = await poll_task(ctx, self._tasks, self._task_id(ctx, params), self._poll_interval_ms)
+        view, interval = await poll_task(
+            ctx, self._tasks, self._task_id(ctx, params), self._poll_interval_ms, self._held
+        )
         return view.wire(interval)
 
     async def update_task(
@@ -403,25 +407,29 @@ class LongTools:
     ) -> dict[str, Any]:
         if is_legacy(ctx):
             raise method_not_found()  # 2025-11-25 answers through the questions tasks/result pushes
-        view = await self._view(ctx, params)
+        view = await read_task(ctx, self._tasks, self._task_id(ctx, params), to_answer=True)
         responses = params.checked_responses()
         if view.status != "input_required":
             return {}
+        principal = principal_of(ctx)
         try:
             async with temporal_errors("tasks/update"):
                 delivered = set(await self._tasks.answer(view, responses))
-                if delivered:
-                    # The signal is durable now. Wait briefly for the workflow to take the answers, so
-                    # a tasks/get right after this ack no longer lists them (with no worker running
-                    # the wait runs out, and the answers are taken when one starts).
-                    await self._tasks.wait(
-                        view.task_id,
-                        principal_of(ctx),
-                        lambda now: (
-                            now.status != "input_required" or not delivered & set(now.input_requests or {})
-                        ),
-                        self._settings.answer_settle_s,
-                    )
+                with self._held.hold_if_free(principal) as may_wait:
+                    if delivered and may_wait:
+                        # The signal is durable now. Wait briefly for the workflow to take the
+                        # answers, so a tasks/get right after this ack no longer lists them (with
+                        # no worker running the wait runs out, and the answers are taken when one
+                        # starts; at the held-request bound the ack comes at once).
+                        await self._tasks.wait(
+                            view.task_id,
+                            principal,
+                            lambda now: (
+                                now.status != "input_required"
+                                or not delivered & set(now.input_requests or {})
+                            ),
+                            self._settings.answer_settle_s,
+                        )
         except AnswerRejected as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         except AnswersTooLarge:

@@ -27,6 +27,9 @@ _QUESTION_LABEL: Final = b"longtools pushed question ids"
 _QUESTION_PREFIX: Final = "ltq."
 MAX_TOKEN_CHARS: Final = 4096
 """Longer tokens are refused unread; a session id must also fit a proxy's header limits."""
+_CAPABILITIES: Final = frozenset({"elicitation", "sampling", "roots", "tasks", "extensions"})
+"""The client capabilities a session keeps: those of the spec this server and its tools read."""
+_MAX_CAPABILITIES_JSON: Final = 1024
 OPENED_SESSIONS: Final = 1024
 """How many opened session ids a process keeps, so a session's later requests skip the unsealing."""
 
@@ -70,7 +73,7 @@ class Seals:
     def session(self, session: LegacySession, principal: str) -> str:
         body = {
             "v": session.version,
-            "c": session.capabilities,
+            "c": _kept_capabilities(session.capabilities),
             "i": session.client_info,
             "p": self._principal(principal),
             "e": int((time.time() + self._session_ttl_s) * 1000),
@@ -118,6 +121,27 @@ class Seals:
         return time.time() * 1000 < expires and hmac.compare_digest(
             sealed_principal, self._principal(principal)
         )
+
+
+def _kept_capabilities(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """What a session id carries of the client's capabilities: the standard ones (what the server
+    and its tools act on), never ``experimental`` or unknown keys, and in a bounded size, so that
+    the id always fits ``MAX_TOKEN_CHARS`` (and a proxy's header limits): past
+    ``_MAX_CAPABILITIES_JSON`` only their shape is kept (nested keys and flags)."""
+    kept = {key: value for key, value in capabilities.items() if key in _CAPABILITIES}
+    if len(_dump(kept)) <= _MAX_CAPABILITIES_JSON:
+        return kept
+    shallow = _shallow(kept, 3)
+    return shallow if isinstance(shallow, dict) and len(_dump(shallow)) <= _MAX_CAPABILITIES_JSON else {}
+
+
+def _shallow(value: Any, depth: int) -> Any:
+    if isinstance(value, dict):
+        if depth == 0:
+            return {}
+        items = [(str(key)[:64], _shallow(item, depth - 1)) for key, item in list(value.items())[:16]]
+        return {key: item for key, item in items if item is not None}
+    return value if isinstance(value, bool | int | float) else None
 
 
 def _session_of(body: dict[str, Any] | None) -> _Opened | None:

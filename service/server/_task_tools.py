@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 from service._logging import request_info
 from service._settings import Settings
 from service.auth import principal_of
-from service.server._limits import answers_too_large
+from service.server._limits import HeldRounds, answers_too_large
 from service.server._wire import invalid_arguments, temporal_errors
 from service.tasks import (
     TERMINAL,
@@ -41,6 +41,7 @@ from service.tools import tool_error_result
 __all__ = ["TASK_TOOLS", "TaskTools"]
 
 _MAX_TASK_ID = 200
+_NOT_ASKING = "It is not waiting for an answer now."
 _MAX_TEXT = 4000
 """Most characters of a result's own text repeated in a task tool's text."""
 
@@ -93,13 +94,21 @@ def task_tool_listing() -> list[WireTool]:
 class TaskTools:
     """The task tools' calls, and the result a long tool's call gives such a client."""
 
-    def __init__(self, settings: Settings, tasks: Tasks, poll_interval_ms: Callable[[TaskView], int]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        tasks: Tasks,
+        poll_interval_ms: Callable[[TaskView], int],
+        held: HeldRounds,
+    ) -> None:
         self._settings = settings
         self._tasks = tasks
         self._poll_interval_ms = poll_interval_ms
+        self._held = held
 
     async def started(self, ctx: ServerRequestContext[Any, Any], view: TaskView) -> CallToolResult:
-        """A long tool's call: its task once it has ended or asked, or after ``task_tool_wait_s``."""
+        """A long tool's call: its task once it has ended or asked, or after ``task_tool_wait_s``
+        (the caller counts the wait against the held-request bounds)."""
         async with temporal_errors("tools/call"):
             view = await self._tasks.wait(
                 view.task_id, principal_of(ctx), _settled, self._settings.task_tool_wait_s, since=view
@@ -118,17 +127,23 @@ class TaskTools:
         principal = principal_of(ctx)
         try:
             async with temporal_errors(name):
-                view = await self._tasks.get(args.task_id, principal)
-                if name == "task_status":
-                    view = await self._news(view, principal)
-                elif name == "task_cancel":
-                    view = await self._tasks.cancel_and_wait(view, principal, self._settings.answer_settle_s)
-                else:
-                    assert isinstance(args, _TaskAnswer)
-                    outcome = await self._answer(view, principal, args.answers)
-                    if isinstance(outcome, CallToolResult):
-                        return outcome
-                    view = outcome
+                if name == "task_cancel":  # its wait for the end is a courtesy: skipped at a bound
+                    with self._held.hold_if_free(principal) as may_wait:
+                        view = await self._tasks.get(args.task_id, principal)
+                        within_s = self._settings.answer_settle_s if may_wait else 0
+                        view = await self._tasks.cancel_and_wait(view, principal, within_s)
+                    return self._shown(view)
+                with self._held.hold(principal):
+                    read = self._tasks.get if name == "task_status" else self._tasks.to_answer
+                    view = await read(args.task_id, principal)
+                    if name == "task_status":
+                        view = await self._news(view, principal)
+                    else:
+                        assert isinstance(args, _TaskAnswer)
+                        outcome = await self._answer(view, principal, args.answers)
+                        if isinstance(outcome, CallToolResult):
+                            return outcome
+                        view = outcome
         except TaskNotFound:
             return tool_error_result(
                 f"There is no task {args.task_id!r} of yours: the id is wrong, or the task has expired."
@@ -152,7 +167,7 @@ class TaskTools:
         self, view: TaskView, principal: str, answers: Mapping[str, Any]
     ) -> TaskView | CallToolResult:
         if view.status != "input_required":
-            return self._refused(view, "It is not waiting for an answer now.")
+            return self._refused(view, _NOT_ASKING)
         open_questions = view.input_requests or {}
         unknown = sorted(set(answers) - set(open_questions))
         if unknown:
@@ -167,6 +182,8 @@ class TaskTools:
             return self._refused(view, f"{exc}. {_what_fits(exc.key, open_questions[exc.key])}")
         except AnswersTooLarge:
             raise answers_too_large(self._settings.max_task_answer_bytes) from None
+        if not delivered:  # it ended (cancelled, expired, answered elsewhere) since it was read
+            return self._refused(await self._tasks.read(view.task_id, principal), _NOT_ASKING)
         # Once the workflow has taken the answers, wait for what they lead to: the next question,
         # the end, or the wait's bound.
         return await self._tasks.wait(

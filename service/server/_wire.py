@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from service._logging import request_info
 from service._protocol import TASKS_EXTENSION
 from service.auth import principal_of
+from service.server._limits import HeldRounds
 from service.tasks import TaskNotFound, Tasks, TaskView
 from service.temporal import PayloadDecryptError, unreachable
 from service.tools import tool_error_result
@@ -92,16 +93,20 @@ def invalid_arguments(tool: str, exc: ValidationError) -> CallToolResult:
     return tool_error_result(f"Invalid arguments for tool {tool}: {problems}")
 
 
-async def read_task(ctx: ServerRequestContext[Any, Any], tasks: Tasks, task_id: str) -> TaskView:
-    """The task of a ``tasks/*`` request, as its caller may see it.
+async def read_task(
+    ctx: ServerRequestContext[Any, Any], tasks: Tasks, task_id: str, *, to_answer: bool = False
+) -> TaskView:
+    """The task of a ``tasks/*`` request, as its caller may see it (``to_answer``: as an answer to
+    it must, ``Tasks.to_answer``).
 
     Raises:
         MCPError: -32602 for an unknown, expired or another principal's task (one answer for all).
     """
     request_info()["task_id"] = task_id
+    read = tasks.to_answer if to_answer else tasks.get
     try:
         async with temporal_errors(ctx.method):
-            return await tasks.get(task_id, principal_of(ctx))
+            return await read(task_id, principal_of(ctx))
     except TaskNotFound as exc:
         raise _not_found(exc) from None
 
@@ -111,16 +116,21 @@ async def poll_task(
     tasks: Tasks,
     task_id: str,
     poll_interval_ms: Callable[[TaskView], int],
+    held: HeldRounds,
 ) -> tuple[TaskView, int]:
-    """The task of a ``tasks/get``, paced (``Tasks.paced``), and the poll interval to suggest.
+    """The task of a ``tasks/get``, paced (``Tasks.paced``), and the poll interval to suggest. A
+    poll that would be held counts against the held-request bounds; at a bound it is answered at
+    once instead.
 
     Raises:
         MCPError: as ``read_task``.
     """
     view = await read_task(ctx, tasks, task_id)
+    principal = principal_of(ctx)
     try:
         async with temporal_errors(ctx.method):
-            return await tasks.paced(view, principal_of(ctx), poll_interval_ms)
+            with held.hold_if_free(principal) as may_wait:
+                return await tasks.paced(view, principal, poll_interval_ms, may_wait=may_wait)
     except TaskNotFound as exc:  # expired while the poll waited
         raise _not_found(exc) from None
 

@@ -20,8 +20,9 @@ from service.tasks._gateway import (
     TooManyTasks,
     check_answer,
 )
-from service.tasks._mailbox import Mailboxes
-from service.tasks._run_once import KeyReused, RunOnce, args_digest, derive_id, key_reused, state_used
+from service.tasks._ids import TaskIds, derive_id
+from service.tasks._mailbox import Mailboxes, QuestionClosed
+from service.tasks._run_once import KeyReused, RunOnce, args_digest, key_reused, state_used
 
 __all__ = [
     "TERMINAL",
@@ -32,7 +33,9 @@ __all__ = [
     "Mailboxes",
     "Mark",
     "OwnerAttributeMissing",
+    "QuestionClosed",
     "RunOnce",
+    "TaskIds",
     "TaskNotFound",
     "TaskView",
     "Tasks",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import structlog
+from prometheus_client import Gauge
 from temporalio.api.common.v1 import Payload, Payloads, WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
@@ -52,7 +53,7 @@ _POLL_TIMEOUT = timedelta(seconds=70)
 """Longer than Temporal holds a history long poll (20 s by default), so the server ends it."""
 _RETRY_S = 1.0
 _MAX_WATCHES = 10_000
-"""Past this many, the watches of ended workflows are forgotten once idle (each is about 1 KB)."""
+"""Past this many, the watches of ended workflows are forgotten once idle."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class Completion:
 class _Watch:
     """The long poll of one workflow's history, and the last change it has seen."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, wanted_until: float) -> None:
         self.runs = [run_id]
         """The runs followed, oldest first; the last is the one being read."""
         self.changed_at = 0
@@ -84,6 +85,8 @@ class _Watch:
         """What the last change upserted into the memo, when it was a memo upsert."""
         self.completion: Completion | None = None
         """The run's result, when the last change was its completion."""
+        self.kept = 0
+        """Bytes of payloads held in ``memo`` and ``completion`` (counted against the budget)."""
         self.caught_up = False
         """Whether the watch has read the current run's history to its end and waits for more."""
         self.closed = False
@@ -91,8 +94,13 @@ class _Watch:
         self.ended = False
         """The watch has stopped: the workflow ended, is gone, or nobody wanted it any more."""
         self.waiters = 0
-        self.idle_since = 0.0
-        self._generation = asyncio.Event()
+        self.wanted_until = wanted_until
+        """Event-loop time until which the watch runs with nobody waiting, for readers to come."""
+        self.follower: asyncio.Task[None] | None = None
+        self.expiry: asyncio.TimerHandle | None = None
+        self.generation = asyncio.Event()
+        """Set (and replaced) on every notice. A waiter takes it *before* it checks for a change,
+        so a notice that lands between its check and its wait is never missed."""
 
     def changed_since(self, seen: Mark) -> bool:
         if seen.run_id == self.runs[-1]:
@@ -104,49 +112,60 @@ class _Watch:
         return self.caught_up or self.ended
 
     def notify(self) -> None:
-        generation, self._generation = self._generation, asyncio.Event()
+        generation, self.generation = self.generation, asyncio.Event()
         generation.set()
-
-    async def next_notice(self) -> None:
-        await self._generation.wait()
 
 
 class Changes:
     """Every watch of one API process. ``connection`` gives the Temporal client (see
-    ``temporal.Connection``); a watch nobody waits on is kept ``linger_s`` for readers to come."""
+    ``temporal.Connection``); ``following`` counts the watches running. A watch nobody waits on
+    runs ``linger_s`` more for readers to come, then stops (its long poll cancelled). The
+    payloads watches keep, so that a reader need not read a change again, take at most
+    ``max_bytes``; past it the oldest idle ones are dropped (a reader then reads Temporal)."""
 
-    def __init__(self, connection: Callable[[], Client], namespace: str, *, linger_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        connection: Callable[[], Client],
+        namespace: str,
+        *,
+        linger_s: float = 30.0,
+        max_bytes: int = 32 * 1024 * 1024,
+        following: Gauge | None = None,
+    ) -> None:
         self._connection = connection
         self._namespace = namespace
         self._stop = asyncio.Event()
         self._linger_s = linger_s
+        self._max_bytes = max_bytes
+        self._kept = 0
         self._watches: dict[str, _Watch] = {}
         self._running: set[asyncio.Task[None]] = set()
+        self._following = following
 
-    async def after(self, workflow_id: str, seen: Mark, within_s: float) -> bool:
+    async def after(
+        self, workflow_id: str, seen: Mark, within_s: float, *, linger_s: float | None = None
+    ) -> bool:
         """Wait until the workflow changes after ``seen``, ``within_s`` seconds pass or the process
-        stops; True if it changed (read it again), False otherwise."""
+        stops; True if it changed (read it again), False otherwise. The watch then runs
+        ``linger_s`` more (default: the process's) for the next reader."""
         watch = self._watch(workflow_id, seen.run_id)
         watch.waiters += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within_s
         try:
             while True:
+                notice = watch.generation  # before the check: a notice after it sets this one
                 if watch.changed_since(seen) or (watch.ended and not watch.closed):
                     return True  # changed, or gone (past retention): the next read tells
                 left = deadline - loop.time()
                 if left <= 0 or self._stop.is_set():
                     return False
-                notice = asyncio.ensure_future(watch.next_notice())
-                stopping = asyncio.ensure_future(self._stop.wait())
-                try:
-                    await asyncio.wait({notice, stopping}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    notice.cancel()
-                    stopping.cancel()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        await notice.wait()  # stop() notifies every watch too
         finally:
             watch.waiters -= 1
-            watch.idle_since = loop.time()
+            self._keep(watch, self._linger_s if linger_s is None else linger_s)
 
     def unchanged(self, workflow_id: str, seen: Mark) -> bool:
         """Whether a live watch has read the workflow to its end with no change after ``seen``:
@@ -155,7 +174,7 @@ class Changes:
         watch = self._watches.get(workflow_id)
         if watch is None or not (watch.caught_up or watch.closed):
             return False
-        watch.idle_since = asyncio.get_running_loop().time()
+        self._keep(watch, self._linger_s)
         return not watch.changed_since(seen)
 
     def upserted(self, workflow_id: str, seen: Mark, key: str) -> tuple[Mark, Payload] | None:
@@ -177,9 +196,10 @@ class Changes:
             return None
         return watch.completion
 
-    def follow(self, workflow_id: str, seen: Mark) -> None:
-        """Start watching the workflow (if no watch is running) for readers to come."""
-        self._watch(workflow_id, seen.run_id).idle_since = asyncio.get_running_loop().time()
+    def follow(self, workflow_id: str, seen: Mark, for_s: float | None = None) -> None:
+        """Watch the workflow (if no watch is running) for readers to come within ``for_s``
+        seconds (default: the process's linger); each reader keeps it going a while longer."""
+        self._keep(self._watch(workflow_id, seen.run_id), self._linger_s if for_s is None else for_s)
 
     @property
     def stopping(self) -> bool:
@@ -194,6 +214,8 @@ class Changes:
         """End every wait now (the process is stopping): a held round then answers "not yet", and
         its client retries on another replica, or here after the restart."""
         self._stop.set()
+        for watch in self._watches.values():
+            watch.notify()
 
     async def aclose(self) -> None:
         self.stop()
@@ -205,30 +227,80 @@ class Changes:
 
     def _watch(self, workflow_id: str, run_id: str) -> _Watch:
         watch = self._watches.get(workflow_id)
-        if watch is None or (watch.ended and not watch.closed):
+        if watch is not None and watch.ended and (not watch.closed or run_id not in watch.runs):
+            # Gone, or ended while a newer run began (a reset, or the id used again after
+            # retention): the closed run's watch would say "changed" for ever. Watch the new one.
+            self._drop(workflow_id, watch)
+            watch = None
+        if watch is None:
             if len(self._watches) >= _MAX_WATCHES:
                 self._forget_idle()
-            watch = _Watch(run_id)
-            watch.idle_since = asyncio.get_running_loop().time()
+            # Wanted while someone waits, or for as long as whoever asked for it keeps it (_keep).
+            watch = _Watch(run_id, asyncio.get_running_loop().time())
             self._watches[workflow_id] = watch
-            task = asyncio.create_task(self._follow(workflow_id, watch))
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            watch.follower = asyncio.create_task(self._follow(workflow_id, watch))
+            self._running.add(watch.follower)
+            watch.follower.add_done_callback(self._running.discard)
         return watch
+
+    def _keep(self, watch: _Watch, for_s: float) -> None:
+        """Keep ``watch`` running ``for_s`` from now at least; once nobody waits on it and that time
+        is over, its long poll is cancelled (Temporal then holds nothing for it)."""
+        loop = asyncio.get_running_loop()
+        watch.wanted_until = max(watch.wanted_until, loop.time() + for_s)
+        if watch.waiters or watch.ended or watch.expiry is not None:
+            return
+        watch.expiry = loop.call_at(watch.wanted_until, self._expire, watch)
+
+    def _expire(self, watch: _Watch) -> None:
+        watch.expiry = None
+        if watch.waiters or watch.ended:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < watch.wanted_until:
+            watch.expiry = loop.call_at(watch.wanted_until, self._expire, watch)
+        elif watch.follower is not None:
+            watch.follower.cancel()
 
     def _forget_idle(self) -> None:
         """Drop the watches of ended workflows nobody has read for a while (bounded memory)."""
         now = asyncio.get_running_loop().time()
         for workflow_id, watch in list(self._watches.items()):
-            if watch.ended and watch.waiters == 0 and now - watch.idle_since >= self._linger_s:
-                del self._watches[workflow_id]
+            if watch.ended and watch.waiters == 0 and now >= watch.wanted_until:
+                self._drop(workflow_id, watch)
+
+    def _drop(self, workflow_id: str, watch: _Watch) -> None:
+        if self._watches.get(workflow_id) is watch:
+            del self._watches[workflow_id]
+        self._hold(watch, {}, None)
+
+    def _hold(self, watch: _Watch, memo: Mapping[str, Payload], completion: Completion | None) -> None:
+        """Keep what the watch's last change published, within the byte budget: past it, the
+        payloads of idle watches are dropped, oldest first (their readers read Temporal instead)."""
+        size = sum(value.ByteSize() for value in memo.values())
+        if completion is not None:
+            size += completion.result.ByteSize()
+        self._kept += size - watch.kept
+        watch.memo, watch.completion, watch.kept = memo, completion, size
+        if self._kept <= self._max_bytes:
+            return
+        for other in list(self._watches.values()):
+            if self._kept <= self._max_bytes:
+                break
+            if other.kept and other is not watch and other.waiters == 0:
+                self._kept -= other.kept
+                other.memo, other.completion, other.kept = {}, None, 0
+        if self._kept > self._max_bytes:  # this one alone is past the budget: keep nothing of it
+            self._kept -= watch.kept
+            watch.memo, watch.completion, watch.kept = {}, None, 0
 
     def _wanted(self, watch: _Watch) -> bool:
-        idle = asyncio.get_running_loop().time() - watch.idle_since
-        return watch.waiters > 0 or idle < self._linger_s
+        return watch.waiters > 0 or asyncio.get_running_loop().time() < watch.wanted_until
 
     async def _follow(self, workflow_id: str, watch: _Watch) -> None:
         token = b""
+        if self._following is not None:
+            self._following.inc()
         try:
             while self._wanted(watch) and not self._stop.is_set():
                 try:
@@ -241,37 +313,42 @@ class Changes:
                             wait_new_event=True,
                             skip_archival=True,
                         ),
-                        retry=True,
+                        # Not retried inside the client: while Temporal is out of reach the watch
+                        # must say so at once (readers then read Temporal, and hear it is
+                        # unavailable), not pass for caught up through the client's retries.
+                        retry=False,
                         timeout=_POLL_TIMEOUT,
                     )
                 except RPCError as exc:
                     if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
-                        self._watches.pop(workflow_id, None)
                         return  # gone (past retention) or not a workflow: readers find out by reading
-                    log.warning("watch_failed", workflow_id=workflow_id, status=exc.status.name)
+                    if watch.caught_up:  # once per outage, not once a second
+                        log.warning("watch_failed", workflow_id=workflow_id, status=exc.status.name)
                     watch.caught_up = False
                     watch.notify()
                     await asyncio.sleep(_RETRY_S)
                     continue
                 events = response.history.events
                 changed = False
+                memo, completion = watch.memo, watch.completion
                 for event in events:
                     if event.event_type in _CHANGES:
                         watch.changed_at = event.event_id
-                        watch.memo = {}
-                        watch.completion = None
+                        memo, completion = {}, None
                         changed = True
                     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
-                        watch.memo = event.workflow_properties_modified_event_attributes.upserted_memo.fields
+                        memo = event.workflow_properties_modified_event_attributes.upserted_memo.fields
                     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
                         result = event.workflow_execution_completed_event_attributes.result
                         at = event.event_time.ToDatetime(tzinfo=UTC)
-                        watch.completion = Completion(Mark(watch.runs[-1], event.event_id), result, at)
+                        completion = Completion(Mark(watch.runs[-1], event.event_id), result, at)
                     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
                         successor = event.workflow_execution_continued_as_new_event_attributes
                         watch.runs.append(successor.new_execution_run_id)
                         watch.changed_at = 0
-                        watch.memo = {}
+                        memo = {}
+                if changed:
+                    self._hold(watch, memo, completion)
                 token = response.next_page_token
                 caught_up = len(events) < _PAGE and bool(token)
                 if changed or caught_up != watch.caught_up:
@@ -284,7 +361,12 @@ class Changes:
                         return
                     # Otherwise follow the run it continued as, from its start (token is empty).
         finally:
+            if self._following is not None:
+                self._following.dec()
             watch.ended = True
+            if watch.expiry is not None:
+                watch.expiry.cancel()
+                watch.expiry = None
             watch.notify()
-            if not watch.closed and self._watches.get(workflow_id) is watch:
-                del self._watches[workflow_id]
+            if not watch.closed:
+                self._drop(workflow_id, watch)

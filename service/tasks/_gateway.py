@@ -12,9 +12,8 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import secrets
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -49,6 +48,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from service._settings import Settings
 from service.tasks._changes import Changes, Completion, Mark
+from service.tasks._ids import TaskIds
 from service.tasks._run_once import ARGS_MEMO
 from service.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
 from workflows import ANSWER_SIGNAL, TASK_MEMO, Published
@@ -73,10 +73,13 @@ OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("LongtoolsOwner")
 Temporal can count a principal's running tasks. Registered in the namespace on first use."""
 _START_ATTEMPTS = 3
 _KNOWN_TASKS = 10_000
-"""Views kept for ``get`` to answer from; each is the size of its ``tasks/get`` answer."""
+"""Most views kept for ``get`` to answer from (their bytes are bounded too, by ``cache_bytes``)."""
 _COUNT_FRESH_S = 1.0
 """How long a principal's count of running tasks is used again, while it is well under the bound:
 a visibility query on every start, under load, took most of a start's time (bench B6)."""
+_VISIBLE_WITHIN_S = 2.0
+"""How long Temporal's visibility may take to show a start, at most (SQL visibility: milliseconds;
+Elasticsearch refreshes every second)."""
 
 
 class TaskNotFound(Exception):
@@ -166,10 +169,19 @@ class Tasks:
         self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
         self._owner_attribute_ready = False
         self._owner_attribute_lock = asyncio.Lock()
-        self._known: OrderedDict[str, tuple[str, TaskView]] = OrderedDict()
-        """The last view read of recently read tasks, with their owner, most recent last."""
-        self._counted: dict[str, tuple[float, int]] = {}
-        """Per owner tag: when its running tasks were counted, and the count (plus starts since)."""
+        self._known: OrderedDict[str, tuple[str, TaskView, int]] = OrderedDict()
+        """The last view read of recently read tasks, with their owner and size, most recent last:
+        at most ``_KNOWN_TASKS`` of them, and ``cache_bytes / 2`` bytes in all."""
+        self._known_bytes = 0
+        self._max_known_bytes = settings.cache_bytes // 2
+        self.ids = TaskIds(settings.require_state_keys())
+        self._counted: dict[str, tuple[float, float, int]] = {}
+        """Per principal: when its running tasks were counted (monotonic), the cutoff of that count
+        (Unix time: tasks started before it), and the count."""
+        self._starting: Counter[str] = Counter()
+        """Per principal: this process's starts in flight."""
+        self._starts: dict[str, list[float]] = {}
+        """Per principal: when this process's recent starts were done (Unix time)."""
         self._polled: OrderedDict[str, float] = OrderedDict()
         """Per task recently shown to a poller: when the next poll is due, by the interval that
         answer suggested (the event loop's clock), most recent last."""
@@ -189,16 +201,14 @@ class Tasks:
         args: BaseModel,
         principal: str,
         *,
-        owner_tag: str,
         task_id: str | None = None,
         args_digest: str | None = None,
     ) -> tuple[TaskView, bool]:
         """Start ``tool``'s workflow; returns once Temporal has it durably (so ``tasks/get`` finds it).
 
-        With a ``task_id`` (derived from an idempotency key or an exchange) an existing task of that
-        id is returned instead of a second one, also to concurrent duplicates. The flag says whether
-        the task was created by this call. ``owner_tag`` is the principal's keyed hash, by which
-        Temporal counts the principal's running tasks.
+        With a ``task_id`` (derived, ``ids.derived``, from an idempotency key or an exchange) an
+        existing task of that id is returned instead of a second one, also to concurrent
+        duplicates. The flag says whether the task was created by this call.
 
         A start whose answer is lost (Temporal slow or unreachable) is tried again under the same
         id, so a start Temporal did accept is found, never left running unknown to anyone.
@@ -209,11 +219,29 @@ class Tasks:
             OwnerAttributeMissing: tasks cannot be counted in this namespace (an operator's fix).
         """
         await self._ensure_owner_attribute()
-        if await self._running_tasks(owner_tag) >= self._settings.max_active_tasks_per_principal:
+        try:
+            await self._reserve(principal)
+        except TooManyTasks:
             if task_id is not None:  # asking again for a task that exists is not a new task
                 with contextlib.suppress(TaskNotFound):
                     return await self.get(task_id, principal), False
-            raise TooManyTasks
+            raise
+        created = False
+        try:
+            view, created = await self._started(tool, args, principal, task_id, args_digest)
+        finally:
+            self._starting[principal] -= 1
+            if not self._starting[principal]:
+                del self._starting[principal]
+            if created:
+                # Once it has started: its StartTime is no later than now, so the count is never
+                # short of it (at worst it is counted twice for a moment).
+                self._starts.setdefault(principal, []).append(time.time())
+        return view, created
+
+    async def _started(
+        self, tool: Tool, args: BaseModel, principal: str, task_id: str | None, args_digest: str | None
+    ) -> tuple[TaskView, bool]:
         ttl_ms = int(self._settings.task_ttl_s * 1000)
         now = datetime.now(UTC)
         memo: dict[str, Any] = {
@@ -224,7 +252,8 @@ class Tasks:
         }
         if args_digest is not None:
             memo[ARGS_MEMO] = args_digest
-        derived, task_id = task_id is not None, task_id or secrets.token_urlsafe(18)
+        derived, task_id = task_id is not None, task_id or self.ids.new(principal)
+        owner_tag = self.ids.owner_tags(principal)[0]
         for attempt in range(_START_ATTEMPTS):
             try:
                 handle = await self._connection().start_workflow(
@@ -255,9 +284,6 @@ class Tasks:
                 if attempt + 1 == _START_ATTEMPTS or not _maybe_lost(exc):
                     raise
                 log.warning("task_start_retried", task_id=task_id, status=exc.status.name)
-        counted = self._counted.get(owner_tag)
-        if counted is not None:
-            self._counted[owner_tag] = (counted[0], counted[1] + 1)
         log.info("task_started", task_id=handle.id, tool=tool.name, run_id=handle.result_run_id)
         view = TaskView(
             task_id=handle.id,
@@ -277,22 +303,29 @@ class Tasks:
         suggested to: once its watch has read it, a poll of a task that has not changed is answered
         without a call to Temporal (``get``), and one that comes too soon waits (``paced``)."""
         if view.mark is not None and view.status not in TERMINAL:
-            self._changes.follow(view.task_id, view.mark)
+            # Until a little after the first poll is due: a client that never polls (it listens,
+            # or it left) must not keep a long poll open in Temporal for the default linger.
+            self._changes.follow(view.task_id, view.mark, for_s=2 * poll_interval_ms / 1000 + 1)
             self._shown(view.task_id, poll_interval_ms)
 
     async def paced(
-        self, view: TaskView, principal: str, poll_interval_ms: Callable[[TaskView], int]
+        self,
+        view: TaskView,
+        principal: str,
+        poll_interval_ms: Callable[[TaskView], int],
+        *,
+        may_wait: bool = True,
     ) -> tuple[TaskView, int]:
         """A poll's answer: ``view``, or when the task is working and the poll came before the
-        interval the last answer suggested, the task once it changes or that interval is over,
-        whichever is first. Returns the view and the interval to suggest now.
+        interval the last answer suggested (and ``may_wait``), the task once it changes or that
+        interval is over, whichever is first. Returns the view and the interval to suggest now.
 
         A client that polls sooner than it was asked to costs a held request instead of an answer
         per poll, and sees a change the moment it happens (bench B3, B6).
         """
         due = self._polled.get(view.task_id)
         left = 0.0 if due is None else due - asyncio.get_running_loop().time()
-        if view.status == "working" and view.mark is not None and left > 0:
+        if may_wait and view.status == "working" and view.mark is not None and left > 0:
             before = view
 
             def changed(now: TaskView) -> bool:
@@ -309,20 +342,58 @@ class Tasks:
         if len(self._polled) > _KNOWN_TASKS:
             self._polled.popitem(last=False)
 
-    async def _running_tasks(self, owner_tag: str) -> int:
-        """The principal's running tasks, counted by Temporal, or the recent count when that is
+    async def _reserve(self, principal: str) -> None:
+        """Take a place for one more of ``principal``'s running tasks (in ``_starting``), or refuse.
+
+        Running tasks are those Temporal's visibility counts that started before a moment
+        ``_VISIBLE_WITHIN_S`` ago, plus the starts this process has made since or is making, which
+        it knows itself: visibility shows a start only some milliseconds after it (8 to 45 ms
+        measured on the dev server), so counting on it alone let a burst of concurrent starts all
+        read the same count and pass the bound together. What a burst can still pass the bound by
+        is the starts other API replicas made in those last seconds.
+
+        Raises:
+            TooManyTasks: there is no place.
+        """
+        counted, cutoff = await self._visible_tasks(principal)
+        if counted + self._mine(principal, cutoff) >= self._settings.max_active_tasks_per_principal:
+            raise TooManyTasks
+        self._starting[principal] += 1  # no await since the count: nobody else took this place
+
+    def _mine(self, principal: str, cutoff: float) -> int:
+        """This process's starts of ``principal``'s tasks that visibility may not count before
+        ``cutoff``: those in flight, and those done since."""
+        done = self._starts.get(principal)
+        if done:
+            # Nothing older than the oldest cutoff a count may still be used with matters now.
+            oldest = time.time() - _VISIBLE_WITHIN_S - _COUNT_FRESH_S - 1
+            done[:] = [mark for mark in done if mark >= oldest]
+        return self._starting[principal] + sum(1 for mark in done or () if mark >= cutoff)
+
+    async def _visible_tasks(self, principal: str) -> tuple[int, float]:
+        """How many of ``principal``'s tasks visibility counts as running among those started
+        before the cutoff it gives (a Unix time): counted now, or a second ago while that count is
         far enough under the bound that a second's difference cannot cross it."""
         now = time.monotonic()
-        recent = self._counted.get(owner_tag)
-        far_under = self._settings.max_active_tasks_per_principal * 0.9
-        if recent is not None and now - recent[0] < _COUNT_FRESH_S and recent[1] < far_under:
-            return recent[1]
-        query = f'{OWNER_ATTRIBUTE.name}="{owner_tag}" AND ExecutionStatus="Running"'
+        recent = self._counted.get(principal)
+        if recent is not None and now - recent[0] < _COUNT_FRESH_S:
+            _, cutoff, counted = recent
+            if counted + self._mine(principal, cutoff) < self._settings.max_active_tasks_per_principal * 0.9:
+                return counted, cutoff
+        cutoff = time.time() - _VISIBLE_WITHIN_S
+        before = datetime.fromtimestamp(cutoff, UTC).isoformat().replace("+00:00", "Z")
+        query = f'{self._owned_by(principal)} AND ExecutionStatus="Running" AND StartTime < "{before}"'
         counted = (await self._connection().count_workflows(query, rpc_timeout=self._rpc_timeout)).count
         if len(self._counted) >= 10_000:  # bounded: one entry per principal starting tasks now
             self._counted.clear()
-        self._counted[owner_tag] = (now, counted)
-        return counted
+            self._starts = {key: value for key, value in self._starts.items() if value}
+        self._counted[principal] = (now, cutoff, counted)
+        return counted, cutoff
+
+    def _owned_by(self, principal: str) -> str:
+        """The visibility query of ``principal``'s tasks: tagged with any key of the ring."""
+        tags = ", ".join(f'"{tag}"' for tag in self.ids.owner_tags(principal))
+        return f"{OWNER_ATTRIBUTE.name} IN ({tags})"
 
     async def _ensure_owner_attribute(self) -> None:
         """Register the owner search attribute in the namespace, once per process (idempotent)."""
@@ -384,7 +455,7 @@ class Tasks:
         """
         known = self._known.get(task_id)
         if known is not None:
-            owner, view = known
+            owner, view, _ = known
             if owner != principal:
                 raise TaskNotFound("Task not found")
             current = view.status in TERMINAL or (
@@ -404,8 +475,18 @@ class Tasks:
             self._changes.follow(task_id, view.mark)  # so the next poll is answered from here
         return view
 
+    async def to_answer(self, task_id: str, principal: str) -> TaskView:
+        """The task as an answer to it must see it: ``get``, or read from Temporal when that says
+        it is working. This process's watch learns of a question a moment after Temporal has it,
+        and a client that saw the question on another replica must not have its answer ignored
+        meanwhile (a task that asks, or has ended, is current already)."""
+        view = await self.get(task_id, principal)
+        return await self.read(task_id, principal) if view.status == "working" else view
+
     async def read(self, task_id: str, principal: str) -> TaskView:
         """The task as Temporal has it now (see ``get``)."""
+        if not self.ids.may_belong(task_id, principal):
+            raise TaskNotFound("Task not found")  # its tag says so: no read needed
         handle = self._connection().get_workflow_handle(task_id)
         try:
             desc = await handle.describe(rpc_timeout=self._rpc_timeout)
@@ -440,10 +521,16 @@ class Tasks:
         return view
 
     def _know(self, task_id: str, principal: str, view: TaskView) -> None:
-        self._known[task_id] = (principal, view)
-        self._known.move_to_end(task_id)
-        if len(self._known) > _KNOWN_TASKS:
-            self._known.popitem(last=False)
+        size = _size(view)
+        earlier = self._known.pop(task_id, None)
+        if earlier is not None:
+            self._known_bytes -= earlier[2]
+        if size > self._max_known_bytes:
+            return  # a result this large is read again from Temporal when asked for
+        self._known[task_id] = (principal, view, size)
+        self._known_bytes += size
+        while len(self._known) > _KNOWN_TASKS or self._known_bytes > self._max_known_bytes:
+            self._known_bytes -= self._known.popitem(last=False)[1][2]
 
     async def _closed(self, view: TaskView, tool: Tool, desc: WorkflowExecutionDescription) -> TaskView:
         if desc.status == WorkflowExecutionStatus.CANCELED:
@@ -467,7 +554,8 @@ class Tasks:
         """Check answers against the outstanding questions and deliver the fitting ones durably.
 
         Answers to keys that are not outstanding are ignored (the spec's rule for unknown and
-        already answered keys). Returns the keys delivered.
+        already answered keys). Returns the keys delivered: none when the task has ended since
+        ``view`` was read (a race, not an outage: the caller reads the task again).
 
         Raises:
             AnswerRejected: an answer does not fit its question (unless ``skip_invalid``, which
@@ -493,14 +581,21 @@ class Tasks:
         size = len(json.dumps(accepted, separators=(",", ":")))
         if view.answered_bytes + size > self._settings.max_task_answer_bytes:
             raise AnswersTooLarge
-        await asyncio.gather(*(self._deliver(view.task_id, key, answer) for key, answer in accepted.items()))
-        log.info("task_answered", task_id=view.task_id, keys=sorted(accepted))
-        return sorted(accepted)
+        taken = await asyncio.gather(
+            *(self._deliver(view.task_id, key, answer) for key, answer in accepted.items())
+        )
+        delivered = sorted(key for key, took in zip(accepted, taken, strict=True) if took)
+        if delivered:
+            log.info("task_answered", task_id=view.task_id, keys=delivered)
+        else:
+            log.info("task_answer_too_late", task_id=view.task_id)  # it ended meanwhile
+        return delivered
 
-    async def _deliver(self, task_id: str, key: str, answer: Any) -> None:
+    async def _deliver(self, task_id: str, key: str, answer: Any) -> bool:
         """Signal one answer, once per question: Temporal drops a signal whose request id it has
         seen in this run, so answers to one question sent again or in parallel (replays, retries,
-        two replicas) cost the task's history one signal, not one each."""
+        two replicas) cost the task's history one signal, not one each. False when the task has
+        closed (or is gone) meanwhile."""
         client = self._connection()
         request = SignalWorkflowExecutionRequest(
             namespace=client.namespace,
@@ -510,21 +605,27 @@ class Tasks:
             identity=client.identity,
             request_id=hashlib.sha256(f"{task_id}\x00{key}".encode()).hexdigest()[:32],
         )
-        await client.workflow_service.signal_workflow_execution(
-            request, retry=True, timeout=self._rpc_timeout
-        )
+        try:
+            await client.workflow_service.signal_workflow_execution(
+                request, retry=True, timeout=self._rpc_timeout
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
 
-    async def owned(self, owner_tag: str, page_size: int, token: bytes) -> tuple[list[str], bytes]:
-        """One page of the ids of the tasks tagged ``owner_tag``, newest first, and the token of the
-        next page (empty after the last). Temporal's visibility lags a start by a moment, and knows
-        nothing of the caller: read each task (``get``) before showing it."""
+    async def owned(self, principal: str, page_size: int, token: bytes) -> tuple[list[str], bytes]:
+        """One page of the ids of ``principal``'s tasks, newest first, and the token of the next
+        page (empty after the last). Temporal's visibility lags a start by a moment, and its owner
+        tag is a hash: read each task (``get``) before showing it."""
         client = self._connection()
         page = await client.workflow_service.list_workflow_executions(
             ListWorkflowExecutionsRequest(
                 namespace=client.namespace,
                 page_size=page_size,
                 next_page_token=token,
-                query=f'{OWNER_ATTRIBUTE.name}="{owner_tag}"',
+                query=self._owned_by(principal),
             ),
             retry=True,
             timeout=self._rpc_timeout,
@@ -576,7 +677,10 @@ class Tasks:
                 await seen(view)
             if done(view) or view.mark is None:
                 return view
-            if not await self._changes.after(task_id, view.mark, deadline - loop.time()):
+            left = deadline - loop.time()
+            # The deadline is checked here too: a watch may say "changed" more than once for one
+            # change (a run it does not know yet), and each answer costs a read.
+            if left <= 0 or not await self._changes.after(task_id, view.mark, left):
                 return view
             view = await self._changed(view, principal)
 
@@ -639,6 +743,12 @@ def _valid_result(view: TaskView, tool: Tool, value: Any) -> CallToolResult | In
     except ValidationError:
         log.exception("task_result_invalid", task_id=view.task_id, tool=tool.name)
         return tool_error_result(f"Error executing tool {tool.name}")
+
+
+def _size(view: TaskView) -> int:
+    """About how many bytes ``view`` holds: what it carries as JSON, and a little for the rest."""
+    carried = view.result or view.error or view.input_requests
+    return 512 + (len(json.dumps(carried, separators=(",", ":"), default=str)) if carried else 0)
 
 
 def _check_expiry(view: TaskView) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import itertools
 import json
 from collections.abc import Awaitable, Callable
@@ -66,12 +65,6 @@ def args_digest(arguments: Any) -> str:
     """A digest of a call's arguments, to tell a repeated key from a reused one."""
     canonical = json.dumps(arguments or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-
-def derive_id(secret: bytes, *parts: str) -> str:
-    """An id nobody can guess or steer without ``secret``: HMAC over the parts, 32 hex characters."""
-    message = "\x00".join(parts).encode()
-    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
 
 
 class RunOnce:

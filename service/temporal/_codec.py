@@ -61,6 +61,10 @@ _TAG_BYTES = 16
 _AAD = b"longtools payload v1"
 _KDF_INFO = b"longtools payload encryption v1"
 _ID_INFO = b"longtools payload key id v1"
+_SHOWN_KEY_ID = 64
+"""Most bytes of a payload's key id shown in an error or a log line (a ring's own ids are 16)."""
+_REPORTED_IDS = 256
+"""Most distinct (kind, key id) failures a process logs: a client can make up any number."""
 
 
 class PayloadDecryptError(Exception):
@@ -142,8 +146,10 @@ class EncryptionCodec(PayloadCodec):
                     "per process.",
                 )
             return payload
-        found = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
-        cipher = self._ciphers.get(found)
+        raw = payload.metadata.get(KEY_ID_METADATA, b"")
+        cipher = self._ciphers.get(raw.decode(errors="replace"))
+        # The id is whatever the payload says: bounded before it reaches a message or the log.
+        found = raw[:_SHOWN_KEY_ID].decode(errors="replace")
         if cipher is None:
             self._report(
                 "payload_key_unknown",
@@ -176,5 +182,7 @@ class EncryptionCodec(PayloadCodec):
         # missing key is named.
         if (event, found) in self._reported:
             return
+        if len(self._reported) >= _REPORTED_IDS:
+            return  # named once each already, up to this many: the rest would only flood the log
         self._reported.add((event, found))
         log.error(event, key_id=found, detail=detail)

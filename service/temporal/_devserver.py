@@ -73,14 +73,22 @@ class DevServer:
     """Where its frontend listens, ``"127.0.0.1:PORT"``: pass it to ``Client.connect``."""
     ui_url: Final[str | None]
     """The Web UI, or None when it runs headless."""
+    metrics_url: Final[str]
+    """Its Prometheus metrics (requests per operation, long polls pending...)."""
 
     def __init__(
-        self, process: subprocess.Popen[bytes], log_path: Path, address: str, ui_url: str | None
+        self,
+        process: subprocess.Popen[bytes],
+        log_path: Path,
+        address: str,
+        ui_url: str | None,
+        metrics_url: str,
     ) -> None:
         self._process = process
         self._log_path = log_path
         self.address = address
         self.ui_url = ui_url
+        self.metrics_url = metrics_url
 
     @property
     def pid(self) -> int:
@@ -166,7 +174,8 @@ async def start_dev_server(
             _stop(process, log_path, _DISCARD_TIMEOUT)
             raise
         if outcome == "serving":
-            return DevServer(process, log_path, address, f"http://{_host(ip)}:{ui[0]}" if ui else None)
+            ui_url = f"http://{_host(ip)}:{ui[0]}" if ui else None
+            return DevServer(process, log_path, address, ui_url, f"http://{_host(ip)}:{metrics}/metrics")
         # Read first: what it said while starting, not the noise of the shutdown we cause.
         tail = _log_tail(log_path, log_offset)
         _stop(process, log_path, _DISCARD_TIMEOUT)
