@@ -383,3 +383,24 @@ def test_the_codec_server_reads_the_serve_key_file_and_can_require_a_token(tmp_p
             assert argument in authorized
     open_bind = _run(tmp_path, "codec-server", "--host", "0.0.0.0", "--port", "0", env=_NO_KEYS)
     _one_line_refusal(open_bind, "LONGTOOLS_CODEC_TOKEN", "127.0.0.1")
+
+
+def test_made_up_key_ids_are_bounded_in_what_the_codec_server_keeps_and_logs(tmp_path: Path) -> None:
+    """REVIEW 15: every unknown key id a caller sent was kept (3,000 ids, 12 MB, after 3 requests)
+    and logged whole (a 4,006-character key_id)."""
+
+    def made_up(batch: int, number: int) -> dict[str, Any]:
+        key = f"k{batch}-{number}-".ljust(4000, "x").encode()
+        metadata = {"encoding": b"binary/encrypted", "encryption-key-id": key}
+        encoded = {name: base64.b64encode(value).decode() for name, value in metadata.items()}
+        return {"metadata": encoded, "data": base64.b64encode(bytes(64)).decode()}
+
+    with codec_server(tmp_path) as url:
+        for batch in range(3):
+            body = {"payloads": [made_up(batch, number) for number in range(1000)]}
+            assert httpx.post(f"{url}/decode", json=body, timeout=60).status_code == 200
+    [log] = tmp_path.glob("codec-server-*.log")
+    unknown = [json.loads(line) for line in log.read_text().splitlines() if '"payload_key_unknown"' in line]
+    assert 0 < len(unknown) <= 256
+    assert max(len(line["key_id"]) for line in unknown) <= 64
+    assert max(len(line["detail"]) for line in unknown) < 500
