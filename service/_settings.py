@@ -160,10 +160,13 @@ class Settings(BaseSettings):
         "only after a moment).",
     )
     max_held_rounds_per_principal: int = Field(
-        100, ge=1, description="Most MRTR rounds of one principal an API process holds open at once."
+        100,
+        ge=1,
+        description="Most requests of one principal an API process holds open at once while a task "
+        "works or waits for an answer (MRTR rounds, pushed questions, tasks/result, task tool waits).",
     )
     max_held_rounds: int = Field(
-        5000, ge=1, description="Most MRTR rounds an API process holds open at once, for everyone."
+        5000, ge=1, description="Most such requests an API process holds open at once, for everyone."
     )
     max_task_answer_bytes: int = Field(
         1_048_576,
