@@ -88,9 +88,13 @@ async def play_rounds(
     answers: dict[str, Any] | None = None
     while True:
         outcome = await rounds(state, answers)
-        asked = _asking(outcome)
-        if asked is None:
-            return outcome
+        if isinstance(outcome, InputRequiredResult):
+            asked = outcome
+        else:
+            replayed = _replayed_ask(outcome)
+            if replayed is None:
+                return outcome
+            asked = replayed
         state = asked.request_state
         questions = asked.input_requests or {}
         if not questions and stopping():
@@ -103,11 +107,9 @@ async def play_rounds(
             answers = await ask(ctx, questions)
 
 
-def _asking(outcome: object) -> InputRequiredResult | None:
-    """The round's questions, if it asks: as the handler returned them, or as the wire JSON a
-    run-once record replays (a side-effecting tool's continuation round, a keyed call)."""
-    if isinstance(outcome, InputRequiredResult):
-        return outcome
+def _replayed_ask(outcome: object) -> InputRequiredResult | None:
+    """The round's questions when it asks as the wire JSON a run-once record replays (a
+    side-effecting tool's continuation round, a keyed call); None when it does not ask."""
     if isinstance(outcome, dict) and outcome.get("resultType") == "input_required":
         return InputRequiredResult.model_validate(outcome)
     return None
