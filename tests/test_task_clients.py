@@ -8,12 +8,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastmcp import Client as FastMCPClient
-from fastmcp_tasks.client import call_tool_task
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult
@@ -30,6 +31,27 @@ def helpdesk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
     finally:
         served.stop()
+
+
+@contextlib.contextmanager
+def _path_hooks_kept() -> Iterator[None]:
+    """Imports inside leave ``sys.path_hooks`` as it was.
+
+    fastmcp imports ``key_value.aio``, which puts beartype's import hook (``beartype.claw``) in front
+    of every later import of the process. Temporal's workflow sandbox imports a workflow's modules
+    afresh for every run and replay, and under that hook each such import loads beartype's ~400
+    modules again: a replay of a recorded history took 3 to 13 s instead of 0.07 s, and the test
+    modules that run workflows in this process (test_replay, test_metrics_unit...) 4 minutes more.
+    Imported in the test, not at collection, and the hook taken out again: what it adds is type
+    checks inside ``key_value.aio`` that warn, nothing the flows under test use.
+    """
+    hooks = list(sys.path_hooks)
+    try:
+        yield
+    finally:
+        sys.path_hooks[:] = hooks
+        sys.path_importer_cache.clear()  # finders made through the hook would keep using it
+        importlib.invalidate_caches()
 
 
 def _tickets(url: str, customer: str, count: int) -> list[str]:
@@ -58,6 +80,10 @@ async def test_fastmcp_tasks_client_drives_the_task_through_input_required(helpd
     async def confirm(message: str, response_type: Any, params: Any, context: Any) -> dict[str, Any]:
         questions.append(message)
         return {"confirm": True, "reason": "Resolved"}
+
+    with _path_hooks_kept():
+        from fastmcp import Client as FastMCPClient
+        from fastmcp_tasks.client import call_tool_task
 
     async with FastMCPClient(helpdesk.url, elicitation_handler=confirm) as client:
         task = await call_tool_task(client, "bulk_close_tickets", {"customer": "acme"})
