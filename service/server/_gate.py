@@ -4,6 +4,12 @@ A request with a 2026-07-28 ``MCP-Protocol-Version`` goes to the SDK's handlers 
 one when it cannot stream). A 2025-era request (``initialize``, a handshake-era version header, or
 an ``Mcp-Session-Id``) goes to ``_legacy.py``. A request with neither is a modern request missing
 its header, answered as the spec asks. The gate also writes the one log event per request.
+
+A ``subscriptions/listen`` stream outlives its request: once the SDK's handler has acknowledged it,
+the handler may leave the rest of the stream in the request's ``Handoff`` and return. The gate then
+carries the stream on itself, on the same response, after the SDK's whole request (its parsed
+body, models, task group and context) is gone: an open stream then holds only its connection and
+what it follows (bench/README.md, B8).
 """
 
 from __future__ import annotations
@@ -11,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Protocol
 
 import structlog
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
@@ -28,6 +34,14 @@ log = structlog.get_logger("longtools.http")
 
 _VERSION_HEADER: Final = b"mcp-protocol-version"
 _SESSION_HEADER: Final = b"mcp-session-id"
+_LISTEN: Final = "subscriptions/listen"
+_OPENINGS: Final = 16
+"""Listen requests in the SDK at once (a body read, an acknowledgement not yet sent). Each holds
+the SDK's request (about 45 KiB) only until its stream is handed off; a burst of streams opened at
+once would otherwise hold all of theirs together, and the process keeps the pages of that peak
+(bench/README.md, B8). Enough to keep the API's core busy while Temporal answers the reads."""
+HANDOFF: Final = "longtools.handoff"
+"""The ASGI scope key of a 2026-era ``subscriptions/listen`` request's ``Handoff``."""
 
 
 Streams = Callable[[str | None, Mapping[str, Any]], bool]
@@ -35,6 +49,39 @@ Streams = Callable[[str | None, Mapping[str, Any]], bool]
 
 
 _OWS = (b" ", b"\t")
+
+Write = Callable[[bytes], Awaitable[None]]
+"""Writes one frame (an SSE event, or a comment) on a stream's response."""
+
+
+class Rest(Protocol):
+    """The rest of a stream, for the gate to carry on once the SDK has answered its request."""
+
+    async def carry_on(self, write: Write, last: bytes) -> bytes:
+        """Write the stream's frames until it ends; return its last frame (``last``, the SDK's
+        own, or one of its own instead). Cancelled when the client goes away."""
+        ...
+
+    def drop(self) -> None:
+        """The stream ended before it could be carried on (the client went away)."""
+        ...
+
+
+class Handoff:
+    """Where a listen handler leaves the rest of its stream (``rest``), and where the gate keeps
+    the SDK's last frame (``last``) from going out until the stream has really ended."""
+
+    __slots__ = ("last", "rest")
+
+    def __init__(self) -> None:
+        self.rest: Rest | None = None
+        self.last: bytes | None = None
+
+
+def handoff_of(scope: Mapping[str, Any] | None) -> Handoff | None:
+    """The ``Handoff`` of a request's scope: only a modern listen request that passed the gate has one."""
+    handoff = scope.get(HANDOFF) if scope is not None else None
+    return handoff if isinstance(handoff, Handoff) else None
 
 
 class McpGate:
@@ -62,6 +109,7 @@ class McpGate:
         self._max_body = max_body_bytes
         self._plain = plain
         self._streams = streams
+        self._openings = asyncio.Semaphore(_OPENINGS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -81,16 +129,24 @@ class McpGate:
         bind_request_info(info)
         started = time.perf_counter()
         status: list[int] = [0]
+        handoff = Handoff() if method == _LISTEN else None
 
         async def send_and_watch(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
-            elif message["type"] == "http.response.body" and status[0] >= 400 and "outcome" not in info:
-                info["outcome"] = _error_outcome(message.get("body", b""))
+            elif message["type"] == "http.response.body":
+                if status[0] >= 400 and "outcome" not in info:
+                    info["outcome"] = _error_outcome(message.get("body", b""))
+                elif handoff is not None and handoff.rest is not None and not message.get("more_body", False):
+                    handoff.last = message.get("body", b"")  # sent once the stream has really ended
+                    return
             await send(message)
 
         try:
-            await self._dispatch(scope, receive, send_and_watch, headers)
+            await self._dispatch(scope, receive, send_and_watch, headers, handoff)
+            if handoff is not None and handoff.rest is not None:
+                del raw, headers  # nothing of the request is needed any more while the stream lasts
+                await _carry_on(handoff, receive, send)
         finally:
             log.info(
                 "mcp_request",
@@ -101,7 +157,12 @@ class McpGate:
             )
 
     async def _dispatch(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+        handoff: Handoff | None,
     ) -> None:
         request = Request(scope, receive)
         is_post = scope["method"] == "POST"
@@ -135,6 +196,8 @@ class McpGate:
             await self._app(scope, receive, send)
             return
         request_info()["era"] = _latin1(version)
+        if handoff is not None:
+            scope[HANDOFF] = handoff
         if self._plain is None or self._streams is None:
             await self._app(scope, receive, send)
             return
@@ -144,7 +207,11 @@ class McpGate:
             await _too_large((scope, receive, send), self._max_body)
             return
         if self._streams(_latin1(headers.get(b"mcp-method")), _params(body)):
-            await self._app(scope, receive, send)
+            if handoff is None:
+                await self._app(scope, receive, send)
+            else:
+                async with self._openings:
+                    await self._app(scope, receive, send)
         else:
             await _while_connected(self._plain, (scope, receive, send), client_receive)
 
@@ -179,6 +246,47 @@ async def _while_connected(app: ASGIApp, asgi: tuple[Scope, Receive, Send], clie
         if not held.expired():
             raise
         request_info()["outcome"] = "client left"
+
+
+async def _carry_on(handoff: Handoff, receive: Receive, send: Send) -> None:
+    """Carry a handed-off stream on until it ends, then send its last frame; or until the client
+    goes away (an ``http.disconnect``), which ends it with nothing more sent, as the SDK would."""
+    rest, last = handoff.rest, handoff.last
+    handoff.rest = handoff.last = None
+    assert rest is not None
+    if last is None:  # the SDK never got to its last frame: the client went away meanwhile
+        rest.drop()
+        return
+
+    async def write(frame: bytes) -> None:
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
+
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(None) as held:
+            # One task that waits for the client to go, where the SDK ran a task group of two.
+            gone = loop.create_task(_disconnect(receive))
+
+            def leave(_: object) -> None:
+                held.reschedule(loop.time())  # ends the stream's wait at once
+
+            gone.add_done_callback(leave)
+            try:
+                last = await rest.carry_on(write, last)
+            finally:
+                gone.remove_done_callback(leave)
+                gone.cancel()
+    except TimeoutError:
+        if not held.expired():
+            raise
+        request_info()["outcome"] = "client left"
+        return
+    await send({"type": "http.response.body", "body": last, "more_body": False})
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _params(body: bytes) -> Mapping[str, Any]:
@@ -244,13 +352,18 @@ async def _buffer_body(receive: Receive, limit: int) -> tuple[bytes | None, Rece
             return None, receive
         if not message.get("more_body", False):
             break
-    replayed = False
+    body = bytes(chunks)
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": bytes(chunks), "more_body": False}
-        return await receive()
+    def replay() -> Awaitable[Message]:
+        # Not a coroutine of its own: after the body, it hands out the server's receive itself, so
+        # a request that waits for the client to go (a stream) keeps no frame or copy of the body here.
+        if pending:
+            return _ready(pending.pop())
+        return receive()
 
-    return bytes(chunks), replay
+    return body, replay
+
+
+async def _ready(message: Message) -> Message:
+    return message
