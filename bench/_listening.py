@@ -365,8 +365,8 @@ class _Stack(_waiting._Stack):
     """B7's stack of this tree (Temporal, a worker, an API with ``change_later``), with the bound
     on streams per principal raised: every benchmark stream is the one anonymous principal's."""
 
-    def __init__(self, python: Path, work: Path, api_cpus: set[int] | None) -> None:
-        super().__init__(python, ROOT, work, api_cpus)
+    def __init__(self, python: Path, work: Path, api_cpus: set[int] | None, code: Path = ROOT) -> None:
+        super().__init__(python, code, work, api_cpus)
         self._env = {**self._env, "LONGTOOLS_MAX_LISTENS_PER_PRINCIPAL": LISTEN_LIMIT}
 
 
@@ -377,8 +377,10 @@ def run(
     streams: int = STREAMS,
     quiet_s: float = QUIET_S,
     pin: bool = True,
+    code: Path = ROOT,
 ) -> dict[str, Any]:
-    """B8 end to end on a stack of its own; a dict of figures (``ok`` false with a ``problem``)."""
+    """B8 end to end on a stack of its own (of the tree ``code``); a dict of figures (``ok`` false
+    with a ``problem``)."""
     pin = pin and (os.cpu_count() or 1) >= 2
     work = Path(tempfile.mkdtemp(prefix="b8-", dir=tmp))
     generate = Generator("bench._listening", {1} if pin else None)
@@ -390,7 +392,7 @@ def run(
         "delay_s": DELAY_S,
         "pinned": "API on CPU 0, generator on CPU 1" if pin else "not pinned",
     }
-    stack = _Stack(python_longtools, work, {0} if pin else None)
+    stack = _Stack(python_longtools, work, {0} if pin else None, code)
     try:
         stack.start()
         base = {"port": stack.port, "roles": stack.roots}
@@ -481,6 +483,12 @@ def main(argv: list[str] | None = None) -> int:
         "--python-longtools", type=Path, default=longtools_python(), help="interpreter with longtools"
     )
     parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=ROOT,
+        help="the longtools tree to measure (default: this one), for an A/B",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -494,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             streams=args.streams or (50 if args.quick else STREAMS),
             quiet_s=args.quiet or (8.0 if args.quick else QUIET_S),
             pin=not args.no_pin,
+            code=args.code,
         )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
