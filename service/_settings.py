@@ -144,6 +144,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Most `subscriptions/listen` streams one principal may hold open on an API process.",
     )
+    max_listen_opens_per_minute: int = Field(
+        120,
+        ge=1,
+        description="Most `subscriptions/listen` requests one principal may open on an API process in a "
+        "minute, whether they stay open or close at once (each costs a read of the tasks it follows).",
+    )
     mrtr_wait_s: float = Field(
         30.0,
         ge=0,

@@ -27,22 +27,26 @@ from prometheus_client import CollectorRegistry, Gauge
 from starlette.types import Message, Receive, Scope, Send
 
 from service._settings import Settings
+from service.auth import ANONYMOUS
 from service.server import _listen
 from service.server._gate import HANDOFF, Handoff, McpGate, Write, handoff_of
 from service.server._listen import PING, TaskListens, _Frames, _Rest
 from service.server._wire import raw_notification
-from service.tasks import TaskNotFound, Tasks, TaskView
+from service.tasks import TaskIds, TaskNotFound, Tasks, TaskView
 from tests.conftest import Served, bearer
 from tests.wire import TASKS_EXTENSION, Stream, eventually, headers_for, meta, post, result
 
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+IDS = TaskIds([bytes(32)])
+T1, T2 = IDS.new(ANONYMOUS), IDS.new("someone else")
+"""The task the fake ``Tasks`` knows (the anonymous caller's), and another principal's."""
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 
 
 def _view(status: Literal["working", "completed"], **fields: Any) -> TaskView:
     at = datetime(2026, 12, 1, tzinfo=UTC)
     return TaskView(
-        task_id="t-1", tool="tool", status=status, created_at=at, updated_at=at, ttl_ms=60_000, **fields
+        task_id=T1, tool="tool", status=status, created_at=at, updated_at=at, ttl_ms=60_000, **fields
     )
 
 
@@ -53,6 +57,7 @@ class _Tasks:
     def __init__(self, script: list[TaskView | Exception | None]) -> None:
         self.script = script
         self.stopping = False
+        self.ids = IDS
 
     async def wait(
         self,
@@ -76,7 +81,7 @@ class _Tasks:
         await anyio.sleep_forever()
 
     async def get(self, task_id: str, principal: str) -> TaskView:
-        if task_id != "t-1":
+        if task_id != T1:
             raise TaskNotFound(task_id)
         return _view("working")
 
@@ -200,7 +205,7 @@ async def _listen_to(
 ) -> tuple[_Client, SubscriptionsListenResult, Gauge]:
     listens, gauge = _listens(tasks)
     client = _Client(scope)
-    params = SubscriptionsListenRequestParams.model_validate({"notifications": {"taskIds": ["t-1", "t-2"]}})
+    params = SubscriptionsListenRequestParams.model_validate({"notifications": {"taskIds": [T1, T2]}})
     with anyio.fail_after(5):
         done = await listens.listen(cast(ServerRequestContext[Any, Any], client), params)
     return client, done, gauge
@@ -214,7 +219,7 @@ async def test_a_stream_that_did_not_come_through_the_gate_is_followed_in_its_ha
         "notifications/tasks",
         "notifications/tasks",
     ]
-    assert client.sent[0]["params"]["notifications"] == {"taskIds": ["t-1"]}  # t-2 is nobody's
+    assert client.sent[0]["params"]["notifications"] == {"taskIds": [T1]}  # T2 is not the caller's
     assert [sent["params"]["status"] for sent in client.sent[1:]] == ["working", "completed"]
     assert (done.meta or {})[SUBSCRIPTION] == 5
     assert _open(gauge) == 0

@@ -28,7 +28,8 @@ from tests.conftest import Served, start_server
 from tests.wire import TASKS_EXTENSION, Legacy, eventually, is_sse, post, result, sse_lines, sse_messages
 
 GONE = tuple(f"gone{n}" for n in range(5))
-PRINCIPALS = ("reset", "held", "status", "leave", "starts", "late", "result", "many", "caps", *GONE)
+PRINCIPALS = ("reset", "held", "status", "leave", "starts", "late", "result", "many", "caps", "listen", *GONE)
+OPENS = 10
 TOKENS = {name: secrets.token_urlsafe(24) for name in PRINCIPALS}
 FORM: dict[str, Any] = {"elicitation": {"form": {}}}
 TASKS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
@@ -55,6 +56,7 @@ def waits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         # A poll sooner than this is held (paced) while the task works: long enough for a test to
         # poll within it.
         "LONGTOOLS_TASK_POLL_INTERVAL_MS": "5000",
+        "LONGTOOLS_MAX_LISTEN_OPENS_PER_MINUTE": str(OPENS),
     }
     tmp = tmp_path_factory.mktemp("waits")
     served = start_server(tmp, "--conformance-fixtures", "--tools", "tests.wait_tools", env=env)
@@ -301,6 +303,24 @@ def test_concurrent_starts_do_not_pass_the_per_principal_task_bound(waits: Serve
     started = [m for m in messages if m.get("result", {}).get("resultType") == "task"]
     refused = [m for m in messages if is_bound(m, "LONGTOOLS_MAX_ACTIVE_TASKS_PER_PRINCIPAL")]
     assert (len(started), len(refused)) == (ACTIVE, 40 - ACTIVE), messages
+
+
+def test_listening_to_ids_the_caller_does_not_own_costs_temporal_nothing_and_opens_are_bounded(
+    waits: Served,
+) -> None:
+    """REVIEW 11: a listen read every id it named, then might close at once; 20 requests of 100 ids
+    made 2,000 describes, and closing streams were never counted."""
+    before = describes(waits)
+    made_up = [secrets.token_hex(20) for _ in range(50)] + [secrets.token_urlsafe(18) for _ in range(50)]
+    params = {"notifications": {"taskIds": made_up}}
+    answers = [
+        final(post(waits.url, "subscriptions/listen", params, caps=TASKS, headers=auth("listen")))
+        for _ in range(OPENS + 5)
+    ]
+    assert describes(waits) - before <= 1
+    heard = [message for message in answers if "result" in message]
+    refused = [message for message in answers if is_bound(message, "LONGTOOLS_MAX_LISTEN_OPENS_PER_MINUTE")]
+    assert (len(heard), len(refused)) == (OPENS, 5), answers
 
 
 def test_a_session_id_fits_whatever_capabilities_the_client_declares(waits: Served) -> None:

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -88,6 +89,8 @@ class TaskListens:
         self._missing_extension = missing_extension
         self._gauge = gauge
         self._open: Counter[str] = Counter()
+        self._opened: dict[str, deque[float]] = {}
+        """Per principal: when its streams of the last minute were opened (monotonic)."""
 
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
@@ -149,12 +152,28 @@ class TaskListens:
         return unique
 
     def hold(self, principal: str) -> None:
-        """Count an open stream of ``principal``'s; -32600 past ``max_listens_per_principal``."""
+        """Count an open stream of ``principal``'s; -32600 past ``max_listens_per_principal``, or
+        past ``max_listen_opens_per_minute`` streams opened in the last minute (one that closes at
+        once does not hold a place, but its reads cost Temporal all the same)."""
         limit = self._settings.max_listens_per_principal
         if self._open[principal] >= limit:
             raise limit_reached(
                 "max_listens_per_principal", limit, "You have too many subscriptions open on this server"
             )
+        now = time.monotonic()
+        opened = self._opened.setdefault(principal, deque())
+        while opened and now - opened[0] >= 60:
+            opened.popleft()
+        rate = self._settings.max_listen_opens_per_minute
+        if len(opened) >= rate:
+            raise limit_reached(
+                "max_listen_opens_per_minute",
+                rate,
+                "You have opened too many subscriptions in the last minute",
+            )
+        if len(self._opened) > 10_000:  # bounded: forget the principals with no recent open
+            self._opened = {key: times for key, times in self._opened.items() if times}
+        opened.append(now)
         self._open[principal] += 1
         self._gauge.inc()
 
@@ -165,6 +184,15 @@ class TaskListens:
             del self._open[principal]
 
     async def _owned(self, task_ids: list[str], principal: str) -> list[TaskView]:
+        """The caller's own tasks among ``task_ids``, read (from memory, or a read each from
+        Temporal). An id whose tag is not the caller's costs nothing, and so does an id without a
+        tag (a task from before ids carried one is not followed): only a task the caller may see
+        is read."""
+        ids = self._tasks.ids
+        task_ids = [
+            task_id for task_id in task_ids if ids.tagged(task_id) and ids.may_belong(task_id, principal)
+        ]
+
         async def one(task_id: str) -> TaskView | None:
             try:
                 return await self._tasks.get(task_id, principal)
