@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from service.temporal import DevServer, start_dev_server
-from tests.conftest import Served, start_server, start_worker
+from tests.conftest import Served, server_ready, spawn, start_server, worker_ready
 from tests.wire import eventually, get_task, post, result, wait_for_task
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -51,18 +52,25 @@ class Cluster:
         self.temporal = asyncio.run(start_dev_server(self.tmp / "data" / "temporal.db", port=self.port))
         self.port = int(self.temporal.address.rsplit(":", 1)[1])  # the same port after a restart
 
+    def spawn_worker(self) -> tuple[subprocess.Popen[str], Path]:
+        return spawn(self.tmp, ["worker", "--temporal-address", self.address], self.env)
+
+    def spawn_api(self) -> tuple[subprocess.Popen[str], Path]:
+        args = ["api", "--port", "0", "--no-auth", "--temporal-address", self.address]
+        return spawn(self.tmp, args, self.env)
+
     def start_worker(self) -> None:
-        self.worker = start_worker(self.tmp, "--temporal-address", self.address, env=self.env)
+        self.worker = worker_ready(self.spawn_worker())
 
     def start_api(self) -> None:
-        self.api = start_server(
-            self.tmp, "--no-auth", "--temporal-address", self.address, env=self.env, command="api"
-        )
+        self.api = server_ready(self.spawn_api())
 
     def start_all(self) -> None:
         self.start_temporal()
-        self.start_worker()
-        self.start_api()
+        # Side by side: each is seconds of cold start, mostly imports on one core.
+        worker, api = self.spawn_worker(), self.spawn_api()
+        self.worker = worker_ready(worker)
+        self.api = server_ready(api)
 
     def kill_all(self) -> None:
         """kill -9, no goodbyes: API, worker, then Temporal."""
@@ -193,9 +201,7 @@ def test_a_held_round_sees_a_question_asked_while_it_waits_though_no_worker_ran_
     """Ours (issue 14): a held MRTR round waits on the task's history, which needs no worker, and
     is woken by the question the workflow asks once a worker starts; it answers with it."""
     cluster.env["LONGTOOLS_MRTR_WAIT_S"] = "120"  # the round cannot end by running out of time
-    cluster.start_temporal()
-    cluster.start_api()
-    cluster.start_worker()
+    cluster.start_all()
     (ticket,) = cluster.tickets("hooli", 1)  # the helpdesk's quick tools run on the API, records on a worker
     assert cluster.worker is not None
     assert cluster.worker.stop() == 0
