@@ -105,6 +105,22 @@ def worker_ready(spawned: tuple[subprocess.Popen[str], Path], timeout: float = 3
     return Served(process=process, url="", log_path=log_path)
 
 
+def start_worker_and_api(
+    tmp: Path, *args: str, env: dict[str, str] | None = None, api_env: dict[str, str] | None = None
+) -> tuple[Served, Served]:
+    """``longtools worker`` and ``longtools api --no-auth`` with ``args`` (``api_env`` on top of
+    ``env`` for the API), booted side by side: each cold start is seconds of imports on one core."""
+    worker = spawn(tmp, ["worker", *args], env)
+    api = spawn(tmp, ["api", "--port", "0", "--no-auth", *args], {**(env or {}), **(api_env or {})})
+    try:
+        return worker_ready(worker), server_ready(api)
+    except BaseException:
+        for process, _ in (worker, api):  # the caller gets neither to stop
+            process.kill()
+            process.wait()
+        raise
+
+
 def spawn(tmp: Path, args: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen[str], Path]:
     log_path = tmp / f"{args[0]}-{secrets.token_hex(4)}.log"
     full_env = {

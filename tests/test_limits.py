@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from service._settings import Settings
 from service.temporal import start_dev_server
-from tests.conftest import Served, start_server, start_worker
+from tests.conftest import Served, start_server, start_worker_and_api
 from tests.wire import (
     TASKS_EXTENSION,
     Legacy,
@@ -163,8 +163,7 @@ def test_an_answer_sent_again_costs_the_task_one_signal(tmp_path: Path) -> None:
     the task's history (each up to the body limit), towards Temporal's limit on its size."""
     temporal = asyncio.run(start_dev_server(tmp_path / "temporal" / "temporal.db"))
     tools = ("--conformance-fixtures", "--temporal-address", temporal.address)
-    worker = start_worker(tmp_path, *tools)
-    api = start_server(tmp_path, "--no-auth", *tools, env={"LONGTOOLS_ANSWER_SETTLE_S": "0"}, command="api")
+    worker, api = start_worker_and_api(tmp_path, *tools, api_env={"LONGTOOLS_ANSWER_SETTLE_S": "0"})
     try:
         params = {"name": "confirm_delete", "arguments": {"filename": "a.txt"}}
         task_id = result(post(api.url, "tools/call", params, caps=TASK_CAPS))["taskId"]

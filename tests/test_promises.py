@@ -17,7 +17,7 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from tests.conftest import Served, start_server, start_worker
+from tests.conftest import Served, start_server, start_worker_and_api
 from tests.promise_tools import effects
 from tests.wire import (
     TASKS_EXTENSION,
@@ -207,8 +207,7 @@ def test_a_quick_tools_only_deployment_runs_a_worker_that_closes_its_run_once_re
     tools = ("--no-examples", "--tools", "tests.quick_tools", "--temporal-address", temporal.address)
     worker = api = None
     try:
-        worker = start_worker(tmp_path, *tools)
-        api = start_server(tmp_path, "--no-auth", *tools, command="api")
+        worker, api = start_worker_and_api(tmp_path, *tools)
         args = {"label": "quick only"}
         first = result(_call(api.url, "three_rounds", args))
         second = result(_round(api.url, "three_rounds", args, first["requestState"], {"first": YES}))

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from service.temporal import DevServer, start_dev_server
-from tests.conftest import Served, start_server, start_worker
+from tests.conftest import Served, start_server, start_worker, start_worker_and_api
 from tests.promise_tools import effects
 from tests.wire import TASKS_EXTENSION, error, eventually, is_sse, post, result, sse_messages, wait_for_task
 
@@ -41,8 +41,7 @@ def temporal(tmp_path: Path) -> Iterator[DevServer]:
 
 def test_a_stopping_worker_lets_its_running_activity_finish(tmp_path: Path, temporal: DevServer) -> None:
     tools = ("--tools", "tests.promise_tools", "--temporal-address", temporal.address)
-    worker = start_worker(tmp_path, *tools)
-    api = start_server(tmp_path, "--no-auth", *tools, command="api")
+    worker, api = start_worker_and_api(tmp_path, *tools)
     data = tmp_path / "data"
     try:
         task = result(
@@ -98,8 +97,7 @@ def _held(served: Served) -> float:
 def test_a_frozen_temporal_is_a_prompt_unavailable_error(tmp_path: Path, temporal: DevServer) -> None:
     tools = ("--conformance-fixtures", "--temporal-address", temporal.address)
     env = {"LONGTOOLS_TEMPORAL_RPC_TIMEOUT_S": "1"}
-    worker = start_worker(tmp_path, *tools, env=env)
-    api = start_server(tmp_path, "--no-auth", *tools, env=env, command="api")
+    worker, api = start_worker_and_api(tmp_path, *tools, env=env)
     try:
         task = result(
             post(
