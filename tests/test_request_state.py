@@ -5,12 +5,11 @@ from __future__ import annotations
 import base64
 import secrets
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Served, start_server
+from tests.conftest import Served, server_ready, spawn
 from tests.wire import error, post, result
 
 FROZEN = {
@@ -22,27 +21,50 @@ ANSWER = {"close_reason": {"action": "accept", "content": {"reason": "Duplicate"
 
 
 @pytest.fixture(scope="module")
-def short_lived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """Same key and audience as the main server, but every state expires one millisecond after minting."""
-    served = start_server(tmp_path_factory.mktemp("short"), env={"LONGTOOLS_STATE_TTL_S": "0.001"})
-    yield served
-    served.stop()
-
-
-@pytest.fixture(scope="module")
-def other_audience(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """Same key, another service name: its states must not open on the main server."""
-    served = start_server(tmp_path_factory.mktemp("aud"), env={"LONGTOOLS_SERVER_NAME": "other-service"})
-    yield served
-    served.stop()
-
-
-@pytest.fixture(scope="module")
-def other_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+    """The module's other servers, booted side by side (each is seconds of cold start on one core)."""
     key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
-    served = start_server(tmp_path_factory.mktemp("key"), env={"LONGTOOLS_STATE_KEYS": key})
-    yield served
-    served.stop()
+    envs = {
+        "short": {"LONGTOOLS_STATE_TTL_S": "0.001"},
+        "aud": {"LONGTOOLS_SERVER_NAME": "other-service"},
+        "key": {"LONGTOOLS_STATE_KEYS": key},
+        "replica": {},
+    }
+    spawned = {
+        name: spawn(tmp_path_factory.mktemp(name), ["serve", "--port", "0"], env)
+        for name, env in envs.items()
+    }
+    served: dict[str, Served] = {}
+    try:
+        for name, process in spawned.items():
+            served[name] = server_ready(process)
+        yield served
+    finally:
+        for each in served.values():
+            each.stop()
+
+
+@pytest.fixture(scope="module")
+def short_lived(elsewhere: dict[str, Served]) -> Served:
+    """Same key and audience as the main server, but every state expires one millisecond after minting."""
+    return elsewhere["short"]
+
+
+@pytest.fixture(scope="module")
+def other_audience(elsewhere: dict[str, Served]) -> Served:
+    """Same key, another service name: its states must not open on the main server."""
+    return elsewhere["aud"]
+
+
+@pytest.fixture(scope="module")
+def other_key(elsewhere: dict[str, Served]) -> Served:
+    return elsewhere["key"]
+
+
+@pytest.fixture(scope="module")
+def replica(elsewhere: dict[str, Served]) -> Served:
+    """Configured as the main server is: another replica of it."""
+    return elsewhere["replica"]
 
 
 def _create(url: str) -> str:
@@ -166,18 +188,14 @@ def test_a_declined_question_leaves_the_ticket_open(server: Served) -> None:
 
 
 def test_state_minted_by_one_replica_opens_on_another_with_the_shared_key(
-    server: Served, tmp_path: Path
+    server: Served, replica: Served
 ) -> None:
     """Any replica serves any round: the key ring comes from configuration, not from the process."""
-    replica = start_server(tmp_path)
-    try:
-        ticket = _create(server.url)
-        _same_ticket_on(replica.url, ticket)
-        state = _first_round(server.url, ticket)
-        done = result(_retry(replica.url, state, ticket))
-        assert done["structuredContent"]["status"] == "closed"
-    finally:
-        replica.stop()
+    ticket = _create(server.url)
+    _same_ticket_on(replica.url, ticket)
+    state = _first_round(server.url, ticket)
+    done = result(_retry(replica.url, state, ticket))
+    assert done["structuredContent"]["status"] == "closed"
 
 
 def test_a_replayed_final_round_is_answered_from_its_record_and_other_answers_are_refused(
