@@ -19,7 +19,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.conftest import Served, start_server, wait_for_line
+from tests.conftest import OWNER_TOKENS, Served, wait_for_line
 from tests.wire import TASKS_EXTENSION, get_task, post, result, wait_for_task
 
 LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
@@ -223,19 +223,15 @@ def test_a_failure_is_one_line_that_says_what_to_do(server: Served, args: tuple[
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_a_missing_or_refused_token_is_named(tmp_path: Path) -> None:
-    token = secrets.token_urlsafe(24)
-    guarded = start_server(tmp_path, "--no-examples", env={"LONGTOOLS_AUTH_TOKENS": f"{token}=ops"})
-    try:
-        missing = _run("call", guarded.url, "echo", "text=hi")
-        assert "the server needs a token (HTTP 401); pass --token or set LONGTOOLS_TOKEN" in missing.stderr
-        wrong = _run("call", guarded.url, "echo", "text=hi", "--token", "not-the-token")
-        assert "the server refused the token (HTTP 401)" in wrong.stderr
-        ok = _run("call", guarded.url, "echo", "text=hi", env={"LONGTOOLS_TOKEN": token})
-        assert ok.returncode == 0, ok.stderr
-        assert '"text": "hi"' in ok.stdout
-    finally:
-        guarded.stop()
+def test_a_missing_or_refused_token_is_named(owners: Served) -> None:
+    # The session's server with static tokens: a server of its own would cost a cold start.
+    missing = _run("call", owners.url, "echo", "text=hi")
+    assert "the server needs a token (HTTP 401); pass --token or set LONGTOOLS_TOKEN" in missing.stderr
+    wrong = _run("call", owners.url, "echo", "text=hi", "--token", "not-the-token")
+    assert "the server refused the token (HTTP 401)" in wrong.stderr
+    ok = _run("call", owners.url, "echo", "text=hi", env={"LONGTOOLS_TOKEN": OWNER_TOKENS["ann"]})
+    assert ok.returncode == 0, ok.stderr
+    assert '"text": "hi"' in ok.stdout
 
 
 @pytest.fixture(scope="module")
