@@ -24,6 +24,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.wire import TASKS_EXTENSION, post, result
+
 URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
 _WORKER_LINE = re.compile(r"longtools worker polling")
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
@@ -180,6 +182,48 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_exit_status[0])
+
+
+FIVE_THOUSAND_STEPS = "test_five_thousand_steps_with_progress_after_each_complete_in_one_run"
+"""tests/test_long_tasks.py's slowest test: minutes of one workflow's steps, one after the other."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The 5000-step test runs last: its task starts with the session (`steps_run`), so its
+    minutes of steps run on the core the rest of the suite leaves idle instead of after it."""
+    items.sort(key=lambda item: item.name == FIVE_THOUSAND_STEPS)  # stable: the rest keep their order
+
+
+@dataclass
+class StepsRun:
+    """The 5000-step task, started on a server of its own as the session began."""
+
+    served: Served
+    task_id: str
+    started: float
+    """``time.monotonic()`` when it was started."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def steps_run(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StepsRun | None]:
+    """The 5000-step task when that test is selected (else None), started before the first test.
+
+    Autouse and here, not in test_long_tasks.py: only a session fixture of conftest's is set up
+    before the session's first test.
+    """
+    if not any(item.name == FIVE_THOUSAND_STEPS for item in request.session.items):
+        yield None
+        return
+    served = start_server(tmp_path_factory.mktemp("steps"), "--tools", "tests.long_tools")
+    try:
+        started = time.monotonic()
+        params = {"name": "steps", "arguments": {"count": 5000}}
+        task = result(post(served.url, "tools/call", params, caps={"extensions": {TASKS_EXTENSION: {}}}))
+        yield StepsRun(served=served, task_id=str(task["taskId"]), started=started)
+    finally:
+        served.stop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
