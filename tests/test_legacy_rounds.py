@@ -36,7 +36,7 @@ def answered_call(
     with httpx.stream("POST", session.url, json=body, headers=session.headers(), timeout=60) as stream:
         if not stream.headers["content-type"].startswith("text/event-stream"):
             stream.read()
-            return asked, stream.json()  # type: ignore[no-any-return]
+            return asked, stream.json()
         for message in sse_lines(stream.iter_lines()):
             if message.get("method") == "elicitation/create":
                 asked.append(message)
