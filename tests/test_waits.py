@@ -92,11 +92,6 @@ def long_polls(served: Served) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def history_polls(served: Served) -> float:
-    """History long polls Temporal has been asked for, so far."""
-    return temporal_metric(served, "service_requests", "PollWorkflowExecutionHistory")
-
-
 def running_answer_records(served: Served) -> int:
     async def count() -> int:
         client = await Client.connect(_temporal(served)["address"])
