@@ -35,7 +35,7 @@ from service._settings import Settings
 from service.auth import principal_of
 from service.server._limits import HeldRounds, answers_too_large
 from service.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy
-from service.server._wire import poll_task, raw_notification, read_task, temporal_errors
+from service.server._wire import cancel_task, poll_task, raw_notification, read_task, temporal_errors
 from service.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
 from service.tools import Tool, as_wire, kind_supported, tool_error_result
 from workflows import InputRequest
@@ -132,11 +132,9 @@ class LegacyTasks:
             raise MCPError(
                 code=INVALID_PARAMS, message=f"Cannot cancel task: already in terminal status {shown!r}"
             )
-        principal = principal_of(ctx)
+        settle_s = self._settings.answer_settle_s
         async with temporal_errors("tasks/cancel"):
-            with self._held.hold_if_free(principal) as may_wait:
-                within_s = self._settings.answer_settle_s if may_wait else 0
-                view = await self._tasks.cancel_and_wait(view, principal, within_s)
+            view = await cancel_task(self._tasks, self._held, view, principal_of(ctx), settle_s)
         body = legacy_task_wire(view, self._poll_interval_ms(view))
         if view.status not in TERMINAL:
             body["status"] = "cancelled"

@@ -27,7 +27,7 @@ from service._logging import request_info
 from service._settings import Settings
 from service.auth import principal_of
 from service.server._limits import HeldRounds, answers_too_large
-from service.server._wire import invalid_arguments, temporal_errors
+from service.server._wire import cancel_task, invalid_arguments, temporal_errors
 from service.tasks import (
     TERMINAL,
     AnswerRejected,
@@ -127,12 +127,10 @@ class TaskTools:
         principal = principal_of(ctx)
         try:
             async with temporal_errors(name):
-                if name == "task_cancel":  # its wait for the end is a courtesy: skipped at a bound
-                    with self._held.hold_if_free(principal) as may_wait:
-                        view = await self._tasks.get(args.task_id, principal)
-                        within_s = self._settings.answer_settle_s if may_wait else 0
-                        view = await self._tasks.cancel_and_wait(view, principal, within_s)
-                    return self._shown(view)
+                if name == "task_cancel":
+                    view = await self._tasks.get(args.task_id, principal)
+                    settle_s = self._settings.answer_settle_s
+                    return self._shown(await cancel_task(self._tasks, self._held, view, principal, settle_s))
                 with self._held.hold(principal):
                     read = self._tasks.get if name == "task_status" else self._tasks.to_answer
                     view = await read(args.task_id, principal)

@@ -135,5 +135,15 @@ async def poll_task(
         raise _not_found(exc) from None
 
 
+async def cancel_task(
+    tasks: Tasks, held: HeldRounds, view: TaskView, principal: str, settle_s: float
+) -> TaskView:
+    """Cancel ``view``'s task and wait up to ``settle_s`` for it to end (``Tasks.cancel_and_wait``)
+    when a place under the held-request bounds is free: the wait is a courtesy, so at a bound the
+    cancel is answered at once instead of refused."""
+    with held.hold_if_free(principal) as may_wait:
+        return await tasks.cancel_and_wait(view, principal, settle_s if may_wait else 0)
+
+
 def _not_found(exc: TaskNotFound) -> MCPError:
     return MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}")
