@@ -355,8 +355,7 @@ class Tasks:
         Raises:
             TooManyTasks: there is no place.
         """
-        counted, cutoff = await self._visible_tasks(principal)
-        if counted + self._mine(principal, cutoff) >= self._settings.max_active_tasks_per_principal:
+        if await self._running(principal) >= self._settings.max_active_tasks_per_principal:
             raise TooManyTasks
         self._starting[principal] += 1  # no await since the count: nobody else took this place
 
@@ -370,16 +369,18 @@ class Tasks:
             done[:] = [mark for mark in done if mark >= oldest]
         return self._starting[principal] + sum(1 for mark in done or () if mark >= cutoff)
 
-    async def _visible_tasks(self, principal: str) -> tuple[int, float]:
-        """How many of ``principal``'s tasks visibility counts as running among those started
-        before the cutoff it gives (a Unix time): counted now, or a second ago while that count is
-        far enough under the bound that a second's difference cannot cross it."""
+    async def _running(self, principal: str) -> int:
+        """``principal``'s running tasks: those visibility counts among the tasks started before a
+        cutoff, counted now, or a second ago while that count is far enough under the bound that a
+        second's difference cannot cross it; plus this process's own since the cutoff (``_mine``,
+        taken after the last await, so the caller may take a place before anyone else looks)."""
         now = time.monotonic()
         recent = self._counted.get(principal)
         if recent is not None and now - recent[0] < _COUNT_FRESH_S:
             _, cutoff, counted = recent
-            if counted + self._mine(principal, cutoff) < self._settings.max_active_tasks_per_principal * 0.9:
-                return counted, cutoff
+            running = counted + self._mine(principal, cutoff)
+            if running < self._settings.max_active_tasks_per_principal * 0.9:
+                return running
         cutoff = time.time() - _VISIBLE_WITHIN_S
         before = datetime.fromtimestamp(cutoff, UTC).isoformat().replace("+00:00", "Z")
         query = f'{self._owned_by(principal)} AND ExecutionStatus="Running" AND StartTime < "{before}"'
@@ -388,7 +389,7 @@ class Tasks:
             self._counted.clear()
             self._starts = {key: value for key, value in self._starts.items() if value}
         self._counted[principal] = (now, cutoff, counted)
-        return counted, cutoff
+        return counted + self._mine(principal, cutoff)
 
     def _owned_by(self, principal: str) -> str:
         """The visibility query of ``principal``'s tasks: tagged with any key of the ring."""
