@@ -119,17 +119,15 @@ class TaskListens:
             )
             request_info()["task_id"] = ",".join(owned)[:200]
             if views or any(filters.values()):
+                session = _Session(ctx, rest)
                 for view in views:
-                    await ctx.session.send_notification(
-                        raw_notification(_NOTIFICATION, self.task_params(view, meta)),
-                        related_request_id=ctx.request_id,
-                    )
+                    await session.task(view)  # the snapshots, before the SDK's last frame
                 rest.views = views
                 handoff = handoff_of(getattr(ctx.request, "scope", None))
                 if handoff is not None:
                     handoff.rest, handed = rest, True  # the gate carries it on, and releases it
                 else:
-                    await rest.follow(_Session(ctx, rest))
+                    await rest.follow(session)
         finally:
             if not handed:
                 rest.release()
