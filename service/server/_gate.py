@@ -18,7 +18,6 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
 from typing import Any, Final, Protocol
 
 import structlog
@@ -214,18 +213,17 @@ class McpGate:
                 async with self._openings:
                     await self._app(scope, receive, send)
         else:
-            await _while_connected(partial(self._plain, scope, receive, send), client_receive)
+            await _while_connected(self._plain, (scope, receive, send), client_receive)
 
 
-async def _while_connected(work: Callable[[], Awaitable[None]], receive: Receive) -> bool:
-    """Run ``work`` and stop it at once if the client leaves first (an ``http.disconnect`` on
-    ``receive``); whether it ran to its end. A client that left is logged as the request's outcome.
+async def _while_connected(app: ASGIApp, asgi: tuple[Scope, Receive, Send], client_receive: Receive) -> None:
+    """Run ``app`` on a request whose body has been read, and stop it if the client leaves first.
 
     The SDK's JSON-response handler does not watch the connection, and some plain requests wait
     (a paced ``tasks/get``, ``task_status``, a settle): a client that gave up must release its
-    waiter and its place under the held-request bounds at once; so must a carried stream's. The
-    watch starts only once ``work`` waits (a loop callback runs when the request's task yields),
-    so a request answered without waiting, as most are, spawns no task.
+    waiter and its place under the held-request bounds at once. The watch starts only once the
+    handler waits (a loop callback runs when the request's task yields), so a request answered
+    without waiting, as most are, spawns no task.
     """
     loop = asyncio.get_running_loop()
     watching: list[asyncio.Task[None]] = []
@@ -233,13 +231,13 @@ async def _while_connected(work: Callable[[], Awaitable[None]], receive: Receive
         async with asyncio.timeout(None) as held:
 
             async def until_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
+                while (await client_receive())["type"] != "http.disconnect":
                     pass
-                held.reschedule(loop.time())  # ends the wait at once
+                held.reschedule(loop.time())  # ends the request's wait at once
 
             waits = loop.call_soon(lambda: watching.append(loop.create_task(until_disconnect())))
             try:
-                await work()
+                await app(*asgi)
             finally:
                 waits.cancel()
                 for task in watching:
@@ -248,8 +246,6 @@ async def _while_connected(work: Callable[[], Awaitable[None]], receive: Receive
         if not held.expired():
             raise
         request_info()["outcome"] = "client left"
-        return False
-    return True
 
 
 async def _carry_on(handoff: Handoff, receive: Receive, send: Send) -> None:
@@ -261,18 +257,36 @@ async def _carry_on(handoff: Handoff, receive: Receive, send: Send) -> None:
     if last is None:  # the SDK never got to its last frame: the client went away meanwhile
         rest.drop()
         return
-    ending: bytes = last
 
     async def write(frame: bytes) -> None:
         await send({"type": "http.response.body", "body": frame, "more_body": True})
 
-    async def carried() -> None:
-        nonlocal ending
-        ending = await rest.carry_on(write, ending)
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(None) as held:
+            # One task that waits for the client to go, where the SDK ran a task group of two.
+            gone = loop.create_task(_disconnect(receive))
 
-    # One task that waits for the client to go, where the SDK ran a task group of two.
-    if await _while_connected(carried, receive):
-        await send({"type": "http.response.body", "body": ending, "more_body": False})
+            def leave(_: object) -> None:
+                held.reschedule(loop.time())  # ends the stream's wait at once
+
+            gone.add_done_callback(leave)
+            try:
+                last = await rest.carry_on(write, last)
+            finally:
+                gone.remove_done_callback(leave)
+                gone.cancel()
+    except TimeoutError:
+        if not held.expired():
+            raise
+        request_info()["outcome"] = "client left"
+        return
+    await send({"type": "http.response.body", "body": last, "more_body": False})
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _params(body: bytes) -> Mapping[str, Any]:
