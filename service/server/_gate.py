@@ -231,8 +231,7 @@ async def _while_connected(app: ASGIApp, asgi: tuple[Scope, Receive, Send], clie
         async with asyncio.timeout(None) as held:
 
             async def until_disconnect() -> None:
-                while (await client_receive())["type"] != "http.disconnect":
-                    pass
+                await _disconnect(client_receive)
                 held.reschedule(loop.time())  # ends the request's wait at once
 
             waits = loop.call_soon(lambda: watching.append(loop.create_task(until_disconnect())))
@@ -263,6 +262,8 @@ async def _carry_on(handoff: Handoff, receive: Receive, send: Send) -> None:
 
     loop = asyncio.get_running_loop()
     try:
+        # As _while_connected, but leaner: this frame lasts as long as the stream (B8 measured
+        # about 1.3 KiB more per stream with the stream run through _while_connected).
         async with asyncio.timeout(None) as held:
             # One task that waits for the client to go, where the SDK ran a task group of two.
             gone = loop.create_task(_disconnect(receive))
