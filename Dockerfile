@@ -24,14 +24,12 @@ RUN python deploy/runtime_lock.py requirements.lock pyproject.toml > /tmp/runtim
 # module is imported once, so a package the code imports but the lock's runtime part lacks fails
 # the build here rather than a container at start.
 COPY README.md ./
-COPY service/ service/
-COPY workflows/ workflows/
-COPY activities/ activities/
+COPY longtools/ longtools/
 RUN pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/dist . \
  && /opt/venv/bin/pip install --no-deps /tmp/dist/longtools-*.whl \
  && /opt/venv/bin/pip check \
  && /opt/venv/bin/python -c "import importlib, pkgutil; [importlib.import_module(m.name) \
-      for p in ('service', 'workflows', 'activities') \
+      for p in ('longtools',) \
       for m in pkgutil.walk_packages(importlib.import_module(p).__path__, p + '.')]" \
  && /opt/venv/bin/longtools --help > /dev/null
 

@@ -139,10 +139,10 @@ async def _floor(address: str, runtime: Runtime, tasks: int, warmup: int) -> lis
 async def _longtools(address: str, runtime: Runtime, tasks: int, warmup: int) -> list[_Task]:
     # What `longtools serve` builds, with the benchmark's tool module and bounds.
     os.environ.update({**KEY_RINGS, **BENCH_LIMITS})
-    from service import Settings
-    from service.tasks import Changes, Tasks
-    from service.temporal import build_worker, connect
-    from service.tools import default_registry
+    from longtools import Settings
+    from longtools.tasks import Changes, Tasks
+    from longtools.temporal import build_worker, connect
+    from longtools.tools import default_registry
 
     settings = Settings(
         temporal_address=address, tools=["bench.servers.longtools_tools"], examples=False, task_queue="bd"

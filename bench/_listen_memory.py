@@ -179,17 +179,17 @@ def _short_path(name: str) -> str:
 
 
 _LAYERS: Final = (
-    "service/server/_listen.py",
-    "service/tasks/",
-    "service/server/_handlers.py",
+    "longtools/server/_listen.py",
+    "longtools/tasks/",
+    "longtools/server/_handlers.py",
     "mcp/server/_otel.py",
     "mcp/server/runner.py",
     "mcp/server/connection.py",
     "mcp/server/_streamable_http_modern.py",
     "mcp/server/transport_security.py",
     "mcp/server/streamable_http_manager.py",
-    "service/server/_gate.py",
-    "service/server/_app.py",
+    "longtools/server/_gate.py",
+    "longtools/server/_app.py",
     "uvicorn/",
     "temporalio/",
 )

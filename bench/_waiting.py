@@ -92,7 +92,14 @@ _TASKS_CAPS: Final[dict[str, Any]] = {
     "extensions": {"io.modelcontextprotocol/tasks": {}},
 }
 _FORM_CAPS: Final[dict[str, Any]] = {"elicitation": {"form": {}}}
-_LAUNCH: Final = "import sys; from service.cli import main; sys.argv[0] = 'longtools'; sys.exit(main())"
+# BASE's tree is from before the one ``longtools`` package (its command was ``service.cli``), which
+# it must find first: the installed ``longtools`` is this tree's.
+_LAUNCH: Final = (
+    "import sys\n"
+    "try:\n    from service.cli import main\n"
+    "except ImportError:\n    from longtools.cli import main\n"
+    "sys.argv[0] = 'longtools'; sys.exit(main())"
+)
 
 
 def say(text: str) -> None:

@@ -8,7 +8,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from mcp_types import CreateMessageResult, ElicitResult, TextContent
 
-    from workflows import ask, ask_form, elicit, sample
+    from longtools.workflows import ask, ask_form, elicit, sample
 
 
 class Flag(BaseModel):

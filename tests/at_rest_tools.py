@@ -17,8 +17,8 @@ from temporalio import activity, workflow
 
 # The worker re-imports this module in its workflow sandbox: the service package is passed through.
 with workflow.unsafe.imports_passed_through():
-    from service import Registry, Round, Settings, ToolReturn, elicit
-    from workflows import ToolError, ask_form
+    from longtools import Registry, Round, Settings, ToolReturn, elicit
+    from longtools.workflows import ToolError, ask_form
 
 
 class SecretInput(BaseModel):

@@ -13,7 +13,7 @@ from temporalio import workflow
 
 # The worker re-imports this module in its workflow sandbox: the service package is passed through.
 with workflow.unsafe.imports_passed_through():
-    from service import Caller, Registry, Round, Settings, ToolError, ToolReturn, elicit
+    from longtools import Caller, Registry, Round, Settings, ToolError, ToolReturn, elicit
 
 
 class NoteInput(BaseModel):

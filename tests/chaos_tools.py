@@ -20,8 +20,8 @@ from temporalio.common import RetryPolicy
 
 # The worker re-imports this module in its workflow sandbox: the service package is passed through.
 with workflow.unsafe.imports_passed_through():
-    from service import Registry, Settings
-    from workflows import ToolError, ask_form, report
+    from longtools import Registry, Settings
+    from longtools.workflows import ToolError, ask_form, report
 
 EFFECTS = "chaos-effects.txt"
 ATTEMPTS = "chaos-attempts.txt"

@@ -20,7 +20,7 @@ from temporalio.common import RetryPolicy
 
 # The worker re-imports this module in its workflow sandbox: the service package is passed through.
 with workflow.unsafe.imports_passed_through():
-    from service import Registry, Round, Settings, ToolReturn
+    from longtools import Registry, Round, Settings, ToolReturn
 
 KEY_CANARY = "canary-missing-key-5d1e0b"
 

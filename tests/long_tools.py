@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
-    from service import Registry, Settings
-    from workflows import ask_form, report
+    from longtools import Registry, Settings
+    from longtools.workflows import ask_form, report
 
 
 class Steps(BaseModel):

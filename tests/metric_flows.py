@@ -8,7 +8,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import ProtocolError, ToolError, ask, elicit
+    from longtools.workflows import ProtocolError, ToolError, ask, elicit
 
 
 class FlowInput(BaseModel):

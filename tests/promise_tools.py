@@ -19,9 +19,9 @@ from temporalio import activity, workflow
 with workflow.unsafe.imports_passed_through():
     from mcp_types import InputRequiredResult
 
-    from service import Registry, Round, Settings, ToolReturn, elicit
+    from longtools import Registry, Round, Settings, ToolReturn, elicit
+    from longtools.workflows import ask_form
     from tests.asking import Reason
-    from workflows import ask_form
 
 
 class Step(BaseModel):

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from service.tasks import AnswerRejected, check_answer
-from workflows import elicit, list_roots, sample
+from longtools.tasks import AnswerRejected, check_answer
+from longtools.workflows import elicit, list_roots, sample
 
 
 class Form(BaseModel):

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from service.temporal import temporal_executable
+from longtools.temporal import temporal_executable
 from tests.conftest import PAYLOAD_KEY, Served, spawn, start_server, wait_for_line
 from tests.wire import TASKS_EXTENSION, error, get_task, post, result, wait_for_task
 

@@ -13,40 +13,58 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = ("service", "workflows", "activities")
+CODE = ("longtools",)
 
 _SUBPACKAGES = ("auth", "cli", "client", "server", "tasks", "temporal", "tools")
-_ALL = tuple(f"service.{name}" for name in _SUBPACKAGES)
+# Workflow and activity code: checked by their own rules below, not by the layers of the service.
+_CODE_PARTS = ("longtools.workflows", "longtools.activities")
+_ALL = tuple(f"longtools.{name}" for name in _SUBPACKAGES)
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # The client runs in a person's shell against any server: the wire and nothing else.
-    "service.client": (
-        "service.",
+    "longtools.client": (
+        "longtools.",
         "temporalio",
         "fastapi",
         "prometheus_client",
         "uvicorn",
-        "workflows",
-        "activities",
     ),
-    "service.server": ("service.client", "service.cli"),
-    "service.tasks": ("service.server", "service.client", "service.cli"),
-    "service.temporal": ("service.server", "service.tasks", "service.auth", "service.client", "service.cli"),
-    "service.tools": ("service.server", "service.tasks", "service.temporal", "service.client", "service.cli"),
-    "service.auth": (
-        "service.server",
-        "service.tasks",
-        "service.temporal",
-        "service.tools",
-        "service.client",
-        "service.cli",
+    "longtools.server": ("longtools.client", "longtools.cli"),
+    "longtools.tasks": ("longtools.server", "longtools.client", "longtools.cli"),
+    "longtools.temporal": (
+        "longtools.server",
+        "longtools.tasks",
+        "longtools.auth",
+        "longtools.client",
+        "longtools.cli",
+    ),
+    "longtools.tools": (
+        "longtools.server",
+        "longtools.tasks",
+        "longtools.temporal",
+        "longtools.client",
+        "longtools.cli",
+    ),
+    "longtools.auth": (
+        "longtools.server",
+        "longtools.tasks",
+        "longtools.temporal",
+        "longtools.tools",
+        "longtools.client",
+        "longtools.cli",
     ),
     # The modules every process shares (settings, logging, metrics, tracing, wire names).
-    "service._": _ALL,
-    "workflows": ("service",),
-    "activities": ("service", "workflows"),
+    "longtools._": _ALL,
+    # Workflow code runs in Temporal's sandbox and activity code in the worker: neither reaches into
+    # the service, and activities know nothing of workflows.
+    "longtools.workflows": ("longtools.",),
+    "longtools.activities": ("longtools.",),
 }
-ALLOWED = {"service.client": ("service.client", "service._protocol")}
+ALLOWED = {
+    "longtools.client": ("longtools.client", "longtools._protocol"),
+    "longtools.workflows": ("longtools.workflows", "longtools.activities"),
+    "longtools.activities": ("longtools.activities",),
+}
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -75,12 +93,12 @@ def _imports(path: Path, root: Path) -> list[tuple[int, str]]:
 
 
 def _part(module: str) -> str:
-    """The rule a module is checked by: its subpackage, ``service._`` or the top package."""
-    for sub in _ALL:
+    """The rule a module is checked by: its subpackage, ``longtools._`` or the top package."""
+    for sub in (*_ALL, *_CODE_PARTS):
         if module == sub or module.startswith(sub + "."):
             return sub
-    if module.startswith("service._"):
-        return "service._"
+    if module.startswith("longtools._"):
+        return "longtools._"
     return module.split(".")[0]
 
 
@@ -103,8 +121,8 @@ def crossings(root: Path) -> list[str]:
                 if any(_within(imported, bad) for bad in FORBIDDEN.get(part, ())):
                     found.append(f"{where}:{line}: {part} must not import {imported}")
                     continue
-                if imported == "service.cli" or imported.startswith("service.cli."):
-                    if part != "service.cli":
+                if imported == "longtools.cli" or imported.startswith("longtools.cli."):
+                    if part != "longtools.cli":
                         found.append(f"{where}:{line}: nothing but the command line imports {imported}")
                     continue
                 target = _part(imported)
@@ -121,30 +139,34 @@ def test_no_import_crosses_a_boundary() -> None:
 def test_a_crossing_is_found(tmp_path: Path) -> None:
     """The checker itself: each kind of crossing, planted in a small tree, is reported."""
     files = {
-        "service/__init__.py": "",
-        "service/_settings.py": "from service.server import create_app\n",
-        "service/client/__init__.py": "from service._protocol import TASKS_EXTENSION\n",
-        "service/client/_terminal.py": "import temporalio\nfrom service.tasks import Tasks\n",
-        "service/server/__init__.py": "",
-        "service/server/_app.py": "from service.tasks._gateway import T\nfrom service.client import run\n",
-        "service/tasks/__init__.py": "",
-        "service/tasks/_gateway.py": "from service.server import _app\nfrom service.tools import Registry\n",
-        "service/tools/__init__.py": "def f():\n    from service.cli import main\n",
-        "workflows/__init__.py": "from service import Registry\n",
-        "activities/__init__.py": "from workflows import ask\n",
+        "longtools/__init__.py": "",
+        "longtools/_settings.py": "from longtools.server import create_app\n",
+        "longtools/client/__init__.py": "from longtools._protocol import TASKS_EXTENSION\n",
+        "longtools/client/_terminal.py": "import temporalio\nfrom longtools.tasks import Tasks\n",
+        "longtools/server/__init__.py": "",
+        "longtools/server/_app.py": (
+            "from longtools.tasks._gateway import T\nfrom longtools.client import run\n"
+        ),
+        "longtools/tasks/__init__.py": "",
+        "longtools/tasks/_gateway.py": (
+            "from longtools.server import _app\nfrom longtools.tools import Registry\n"
+        ),
+        "longtools/tools/__init__.py": "def f():\n    from longtools.cli import main\n",
+        "longtools/workflows/__init__.py": "from longtools import Registry\n",
+        "longtools/activities/__init__.py": "from longtools.workflows import ask\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert crossings(tmp_path) == [
-        "service/_settings.py:1: service._ must not import service.server",
-        "service/client/_terminal.py:1: service.client must not import temporalio",
-        "service/client/_terminal.py:2: service.client must not import service.tasks",
-        "service/server/_app.py:1: service.tasks._gateway is private; import from service.tasks",
-        "service/server/_app.py:2: service.server must not import service.client",
-        "service/tasks/_gateway.py:1: service.tasks must not import service.server",
-        "service/tasks/_gateway.py:1: service.tasks must not import service.server._app",
-        "service/tools/__init__.py:2: service.tools must not import service.cli",
-        "workflows/__init__.py:1: workflows must not import service",
-        "activities/__init__.py:1: activities must not import workflows",
+        "longtools/_settings.py:1: longtools._ must not import longtools.server",
+        "longtools/activities/__init__.py:1: longtools.activities must not import longtools.workflows",
+        "longtools/client/_terminal.py:1: longtools.client must not import temporalio",
+        "longtools/client/_terminal.py:2: longtools.client must not import longtools.tasks",
+        "longtools/server/_app.py:1: longtools.tasks._gateway is private; import from longtools.tasks",
+        "longtools/server/_app.py:2: longtools.server must not import longtools.client",
+        "longtools/tasks/_gateway.py:1: longtools.tasks must not import longtools.server",
+        "longtools/tasks/_gateway.py:1: longtools.tasks must not import longtools.server._app",
+        "longtools/tools/__init__.py:2: longtools.tools must not import longtools.cli",
+        "longtools/workflows/__init__.py:1: longtools.workflows must not import longtools",
     ]

@@ -19,10 +19,10 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from service import Registry, Settings
-from service.tasks import Changes, Mailboxes, Mark, Tasks, TaskView
-from service.tasks._changes import _Watch
-from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
+from longtools import Registry, Settings
+from longtools.tasks import Changes, Mailboxes, Mark, Tasks, TaskView
+from longtools.tasks._changes import _Watch
+from longtools.workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
 
 
 async def _started(client: Client, queue: str | None = None) -> tuple[WorkflowHandle[object, object], Mark]:

@@ -121,7 +121,7 @@ ENV = {
 # for (held round 5 s, keep-alive 15 s), so a read timeout means a request the server forgot.
 TIMEOUT = httpx.Timeout(10, connect=2, read=40)
 ONCE_WORKFLOW = "longtools.Once"
-"""The workflow type of run-once records and pushed questions' answer boxes (workflows/_once.py)."""
+"""The workflow type of run-once records and pushed questions' answer boxes (longtools/workflows/_once.py)."""
 SETTLED_S = 1.5
 """Below the API's answer settle time (2 s): a tasks/update acked sooner says its answer was taken."""
 STALL_S = 45.0

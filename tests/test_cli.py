@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.temporal import start_dev_server
+from longtools.temporal import start_dev_server
 from tests.conftest import PAYLOAD_KEY, STATE_KEY, URL_LINE, Served, spawn, start_server, wait_for_line
 from tests.wire import error, post, result
 
@@ -126,7 +126,7 @@ def test_the_listening_socket_is_tcp_so_responses_are_not_delayed() -> None:
     """Regression: with proto 0 asyncio skips TCP_NODELAY and each two-part response waited ~40 ms
     for a delayed ACK (echo p50 44 ms instead of 2 ms). Pinned here by cause, since timing belongs
     to the benchmarks, not the tests."""
-    from service.cli._launch import bind as _bind
+    from longtools.cli._launch import bind as _bind
 
     sock = _bind("127.0.0.1", 0)
     try:

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from service import Settings
-from service.temporal._codec import (
+from longtools import Settings
+from longtools.temporal._codec import (
     ENCODING,
     KEY_ID_METADATA,
     EncryptionCodec,

@@ -33,10 +33,10 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from service._settings import Settings
-from service.cli._commands import cli
-from service.cli._launch import HTTP_KEEP_ALIVE_S, HTTP_SHUTDOWN_S
-from service.server._app import create_app
+from longtools._settings import Settings
+from longtools.cli._commands import cli
+from longtools.cli._launch import HTTP_KEEP_ALIVE_S, HTTP_SHUTDOWN_S
+from longtools.server._app import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -249,7 +249,7 @@ def runtime_lock_names(lock: str, pyproject: str) -> set[str]:
     return {module.canonical(line.split("==")[0]) for line in text.splitlines() if "==" in line[:80]}
 
 
-FIRST_PARTY = ("service", "workflows", "activities")
+FIRST_PARTY = ("longtools",)
 
 
 def imported_distributions(sources: list[Path]) -> dict[str, set[str]]:
@@ -606,10 +606,10 @@ def test_dockerfile_copies_only_what_exists_and_is_in_the_build_context() -> Non
 
 
 def test_dockerignore_matching() -> None:
-    assert dockerignored("service/__pycache__/x.pyc", ["**/__pycache__"])
+    assert dockerignored("longtools/__pycache__/x.pyc", ["**/__pycache__"])
     assert dockerignored("deploy/x.py", ["deploy"])
     assert not dockerignored("deploy/x.py", ["deploy", "!deploy/x.py"])
-    assert not dockerignored("service", ["tests"])
+    assert not dockerignored("longtools", ["tests"])
 
 
 def test_the_image_gets_every_runtime_dependency_and_no_test_tool() -> None:

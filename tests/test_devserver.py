@@ -20,7 +20,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
-from service.temporal import DevServer, DevServerError, start_dev_server, temporal_executable
+from longtools.temporal import DevServer, DevServerError, start_dev_server, temporal_executable
 
 StartServer = Callable[..., Awaitable[DevServer]]
 REPO = Path(__file__).resolve().parents[1]
@@ -188,7 +188,7 @@ async def test_the_server_dies_with_its_parent_even_on_sigkill(tmp_path: Path) -
         """
         import asyncio, sys, time
         from pathlib import Path
-        from service.temporal import start_dev_server
+        from longtools.temporal import start_dev_server
 
         server = asyncio.run(start_dev_server(Path(sys.argv[1])))
         print(server.pid, flush=True)
@@ -229,7 +229,7 @@ async def test_the_server_dies_with_its_parent_even_on_sigkill(tmp_path: Path) -
 def test_no_code_lets_the_sdk_download_a_temporal_server() -> None:
     """The SDK's start helpers download a server when not given a path; here they must never be."""
     root = Path(__file__).resolve().parent.parent
-    for path in [*root.glob("tests/*.py"), *root.glob("service/**/*.py")]:
+    for path in [*root.glob("tests/*.py"), *root.glob("longtools/**/*.py")]:
         text = path.read_text()
         for helper, argument in (
             ("start_local(", "dev_server_existing_path="),

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from service._settings import Settings
-from service.cli._configdoc import REGENERATE, render
+from longtools._settings import Settings
+from longtools.cli._configdoc import REGENERATE, render
 from tests.conftest import Served, start_server
 from tests.wire import TASKS_EXTENSION, error, post, result, wait_for_task
 

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.temporal import DevServer, start_dev_server
+from longtools.temporal import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, start_server, worker_ready
 from tests.wire import eventually, get_task, post, result, wait_for_task
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from service import elicit
+from longtools import elicit
 
 
 class Colour(StrEnum):
@@ -66,7 +66,7 @@ def test_a_raw_schema_is_passed_through() -> None:
 
 def test_forms_are_made_once_per_model_and_die_with_the_model() -> None:
     """Temporal's sandbox brings new model classes with every workflow run: none may be kept."""
-    from workflows import _inputs
+    from longtools.workflows import _inputs
 
     def run_once() -> weakref.ref[type[BaseModel]]:
         class Fresh(BaseModel):

@@ -1,4 +1,4 @@
-"""Terminal forms for elicitation (``service.client._forms``), driven by a scripted ``ask``."""
+"""Terminal forms for elicitation (``longtools.client._forms``), driven by a scripted ``ask``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from mcp_types import ElicitResult
 from rich.console import Console
 
-from service.client._forms import (
+from longtools.client._forms import (
     CHOICE_PROMPT,
     URL_PROMPT,
     FormError,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.helpdesk import CloseReason, CloseTicketRequest, HelpdeskActivities, TicketStore
+from longtools.activities.helpdesk import CloseReason, CloseTicketRequest, HelpdeskActivities, TicketStore
 from tests.conftest import Served
 from tests.wire import post, result, wait_for_task
 

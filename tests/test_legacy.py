@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, TextContent
 
-from service.server import LegacySession, Seals
+from longtools.server import LegacySession, Seals
 from tests.conftest import Served, run_driver
 from tests.test_sdk_client import Recorder
 from tests.wire import Legacy, error, result, sse_lines

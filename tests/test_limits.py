@@ -18,8 +18,8 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import Client
 
-from service._settings import Settings
-from service.temporal import start_dev_server
+from longtools._settings import Settings
+from longtools.temporal import start_dev_server
 from tests.conftest import Served, start_server, start_worker_and_api
 from tests.wire import (
     TASKS_EXTENSION,

@@ -26,13 +26,13 @@ from mcp_types import ClientCapabilities, SubscriptionsListenRequestParams, Subs
 from prometheus_client import CollectorRegistry, Gauge
 from starlette.types import Message, Receive, Scope, Send
 
-from service._settings import Settings
-from service.auth import ANONYMOUS
-from service.server import _listen
-from service.server._gate import HANDOFF, Handoff, McpGate, Write, handoff_of
-from service.server._listen import PING, TaskListens, _Frames, _Rest
-from service.server._wire import raw_notification
-from service.tasks import TaskIds, TaskNotFound, Tasks, TaskView
+from longtools._settings import Settings
+from longtools.auth import ANONYMOUS
+from longtools.server import _listen
+from longtools.server._gate import HANDOFF, Handoff, McpGate, Write, handoff_of
+from longtools.server._listen import PING, TaskListens, _Frames, _Rest
+from longtools.server._wire import raw_notification
+from longtools.tasks import TaskIds, TaskNotFound, Tasks, TaskView
 from tests.conftest import Served, bearer
 from tests.wire import TASKS_EXTENSION, Stream, eventually, headers_for, meta, post, result
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from service._logging import render_exception
+from longtools._logging import render_exception
 from tests.conftest import Served, start_server
 from tests.leaky_tools import KEY_CANARY
 from tests.wire import TASKS_EXTENSION, post, result

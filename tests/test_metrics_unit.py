@@ -24,14 +24,14 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, Work
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import Replayer
 
-from service._metrics import Metrics, MrtrOutcome
-from service._settings import Settings
-from service.temporal import build_worker, connect, data_converter, start_dev_server
-from service.tools import Registry, Tool
+from longtools._metrics import Metrics, MrtrOutcome
+from longtools._settings import Settings
+from longtools.temporal import build_worker, connect, data_converter, start_dev_server
+from longtools.tools import Registry, Tool
+from longtools.workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
+from longtools.workflows._metrics import TASKS_FINISHED, TOOL_MEMO, TaskMetricsInterceptor
 from tests.conftest import PAYLOAD_KEY
 from tests.metric_flows import AskInput, FlowInput, MetricAsk, MetricFlow
-from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
-from workflows._metrics import TASKS_FINISHED, TOOL_MEMO, TaskMetricsInterceptor
 
 FLOW = "metrics.flow"
 ASK = "metrics.ask"

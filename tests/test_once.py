@@ -20,8 +20,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from service._settings import Settings
-from service.tasks import KeyReused, RunOnce
+from longtools._settings import Settings
+from longtools.tasks import KeyReused, RunOnce
 from tests.conftest import NO_VERSION_CHECK, TEMPORAL
 
 

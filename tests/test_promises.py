@@ -201,7 +201,7 @@ def test_a_quick_tools_only_deployment_runs_a_worker_that_closes_its_run_once_re
     tmp_path: Path,
 ) -> None:
     """Ours (REVIEW 1.4): ``longtools worker`` starts with no long tool, and completes the records."""
-    from service.temporal import start_dev_server
+    from longtools.temporal import start_dev_server
 
     temporal = asyncio.run(start_dev_server(tmp_path / "temporal" / "temporal.db"))
     tools = ("--no-examples", "--tools", "tests.quick_tools", "--temporal-address", temporal.address)

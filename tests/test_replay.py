@@ -22,11 +22,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import Replayer, Worker
 
-from activities.helpdesk import HelpdeskActivities, TicketStore
-from tests.asking import AskFormStrictly, AskRepeatedly
-from workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
-from workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
-from workflows.conformance import (
+from longtools.activities.helpdesk import HelpdeskActivities, TicketStore
+from longtools.workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
+from longtools.workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
+from longtools.workflows.conformance import (
     ConfirmDelete,
     DeleteInput,
     FailingJob,
@@ -38,7 +37,8 @@ from workflows.conformance import (
     SlowCompute,
     SlowComputeInput,
 )
-from workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
+from longtools.workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
+from tests.asking import AskFormStrictly, AskRepeatedly
 
 WORKFLOWS: list[type] = [
     AskFormStrictly,
@@ -53,7 +53,7 @@ WORKFLOWS: list[type] = [
     SlowCompute,
 ]
 HISTORIES = Path(__file__).with_name("histories")
-"""Histories recorded with earlier releases of the workflow-side library (``workflows/_ask.py``):
+"""Histories recorded with earlier releases of the workflow-side library (``longtools/workflows/_ask.py``):
 tasks in flight when longtools is upgraded must go on under the new code."""
 
 

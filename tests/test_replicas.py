@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.temporal import DevServer, start_dev_server
+from longtools.temporal import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, worker_ready
 from tests.proxy import RoundRobin
 from tests.wire import TASKS_EXTENSION, Legacy, Stream, eventually, post, result, sse_lines

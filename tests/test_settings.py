@@ -7,7 +7,7 @@ import base64
 import pytest
 from pydantic import ValidationError
 
-from service import Settings
+from longtools import Settings
 
 KEY_A = base64.urlsafe_b64encode(b"a" * 32).decode()
 KEY_B = base64.urlsafe_b64encode(b"b" * 32).decode().rstrip("=")  # padding is optional

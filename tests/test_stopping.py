@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.temporal import DevServer, start_dev_server
+from longtools.temporal import DevServer, start_dev_server
 from tests.conftest import Served, start_server, start_worker, start_worker_and_api
 from tests.promise_tools import effects
 from tests.wire import TASKS_EXTENSION, error, eventually, is_sse, post, result, sse_messages, wait_for_task

@@ -29,8 +29,8 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from pydantic import ValidationError
 from structlog.testing import capture_logs
 
-from service._settings import Settings
-from service.auth._tokens import AuthConfigError, BearerVerifier, principal_hash, principal_id
+from longtools._settings import Settings
+from longtools.auth._tokens import AuthConfigError, BearerVerifier, principal_hash, principal_id
 
 SECRET = "s" * 40
 STATIC = "static-token-for-alice-0123456789"

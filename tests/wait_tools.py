@@ -10,8 +10,8 @@ from temporalio import workflow
 
 # The worker re-imports this module in its workflow sandbox: the service package is passed through.
 with workflow.unsafe.imports_passed_through():
-    from service import Registry, Settings
-    from workflows import ask_form
+    from longtools import Registry, Settings
+    from longtools.workflows import ask_form
 
 
 class Count(BaseModel):

@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from service import Registry, Settings
-    from workflows import ask_form
+    from longtools import Registry, Settings
+    from longtools.workflows import ask_form
 
 
 class ParkInput(BaseModel):

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
         QuestionsOutput,
         work,
     )
-    from workflows import ask_form
+    from longtools.workflows import ask_form
 
 
 @workflow.defn(name="bench.three_questions")

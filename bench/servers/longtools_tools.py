@@ -30,7 +30,7 @@ from bench.servers.longtools_activities import (
 )
 from bench.servers.longtools_noop import Noop
 from bench.servers.longtools_questions import ThreeQuestions
-from service import Registry, Round, Settings, ToolError, ToolReturn, elicit
+from longtools import Registry, Round, Settings, ToolError, ToolReturn, elicit
 
 
 async def _confirm(args: TextInput, rnd: Round) -> ToolReturn:

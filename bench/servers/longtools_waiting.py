@@ -14,8 +14,13 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from service import Registry, Settings
-    from workflows import ask_form
+    # B7's base tree is from before the one `longtools` package, and must be found first: the
+    # installed `longtools` is this tree's.
+    try:
+        from service import Registry, Settings  # type: ignore[import-not-found]
+        from workflows import ask_form  # type: ignore[import-not-found]
+    except ImportError:
+        from longtools import Registry, Settings, ask_form
 
 PREFIX = "asked at "
 

@@ -1,0 +1,36 @@
+"""Who is calling: bearer tokens (static or JWT/JWKS) made into principals, and the resource
+metadata that tells a client where to get a token. API process.
+
+May import ``longtools._settings`` and third-party code only: every other part of the API builds
+on who is calling, never the other way round.
+"""
+
+from __future__ import annotations
+
+from longtools.auth._callers import (
+    ANONYMOUS,
+    Authorize,
+    Caller,
+    RequireBearer,
+    VerifiedBearer,
+    caller_of,
+    metadata_routes,
+    principal_of,
+    principal_of_scope,
+)
+from longtools.auth._tokens import AuthConfigError, BearerVerifier, principal_hash
+
+__all__ = [
+    "ANONYMOUS",
+    "AuthConfigError",
+    "Authorize",
+    "BearerVerifier",
+    "Caller",
+    "RequireBearer",
+    "VerifiedBearer",
+    "caller_of",
+    "metadata_routes",
+    "principal_hash",
+    "principal_of",
+    "principal_of_scope",
+]

@@ -1,0 +1,344 @@
+"""The ``longtools`` command line. Runs in the foreground process it was started in."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import secrets
+import sys
+import traceback
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from longtools.client import Terminal
+
+# Only typer at import time: each command imports what it runs (the server side, or the client
+# stack), so `longtools call` does not pay for FastAPI and Temporal's worker, nor `serve` for the
+# terminal client.
+
+cli = typer.Typer(
+    name="longtools",
+    help="An MCP server (2026-07-28, stateless Streamable HTTP) for long-running tools.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    # Option help shows "[env LONGTOOLS_..., default ...]"; as rich markup those brackets vanish.
+    rich_markup_mode=None,
+)
+
+
+# Options shared by the commands; each is also an environment variable (see Settings).
+_HostOpt = Annotated[
+    str | None, typer.Option(help="Address to bind [env LONGTOOLS_HOST, default 127.0.0.1].")
+]
+_PortOpt = Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one [default 8000].")]
+_DataDirOpt = Annotated[
+    Path | None, typer.Option(help="Directory for local state [env LONGTOOLS_DATA_DIR, default .longtools].")
+]
+_FixturesOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--conformance-fixtures/--no-conformance-fixtures",
+        help="Also serve the official conformance suite's fixtures (off by default).",
+    ),
+]
+_ExamplesOpt = Annotated[
+    bool | None,
+    typer.Option("--examples/--no-examples", help="Serve the helpdesk example tools (on by default)."),
+]
+_ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        metavar="MODULE",
+        help="A module of your own tools to load (repeatable); it defines register(registry, settings) "
+        "[env LONGTOOLS_TOOLS, comma-separated].",
+    ),
+]
+_AddressOpt = Annotated[
+    str | None,
+    typer.Option(help="Temporal frontend host:port [env LONGTOOLS_TEMPORAL_ADDRESS]."),
+]
+_NoAuthOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--no-auth",
+        help="Serve without authentication (every caller is one principal) [env LONGTOOLS_NO_AUTH]. "
+        "The default for `serve` on a loopback address when no token or JWT setting is given.",
+        show_default=False,
+    ),
+]
+_NamespaceOpt = Annotated[str | None, typer.Option(help="Temporal namespace [default 'default'].")]
+_QueueOpt = Annotated[
+    str | None, typer.Option(help="Temporal task queue of the long tools [default 'longtools'].")
+]
+
+
+def _launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bool) -> NoReturn:
+    from longtools.cli._launch import launch  # the server side, imported only by the commands that run it
+
+    launch(options, listen=listen, worker=worker, embedded=embedded)
+
+
+@cli.command()
+def serve(
+    host: _HostOpt = None,
+    port: _PortOpt = None,
+    data_dir: _DataDirOpt = None,
+    conformance_fixtures: _FixturesOpt = None,
+    examples: _ExamplesOpt = None,
+    tools: _ToolsOpt = None,
+    temporal_address: _AddressOpt = None,
+    temporal_namespace: _NamespaceOpt = None,
+    task_queue: _QueueOpt = None,
+    no_auth: _NoAuthOpt = None,
+) -> None:
+    """Run everything (Temporal, a worker, the API) until Ctrl-C or SIGTERM; prints the MCP URL when ready.
+
+    Without --temporal-address it starts the embedded Temporal dev server with its data in
+    <data-dir>/temporal.db, so tasks survive a restart.
+    """
+    _launch(dict(locals()), listen=True, worker=True, embedded=True)
+
+
+@cli.command()
+def api(
+    host: _HostOpt = None,
+    port: _PortOpt = None,
+    data_dir: _DataDirOpt = None,
+    conformance_fixtures: _FixturesOpt = None,
+    examples: _ExamplesOpt = None,
+    tools: _ToolsOpt = None,
+    temporal_address: _AddressOpt = None,
+    temporal_namespace: _NamespaceOpt = None,
+    task_queue: _QueueOpt = None,
+    no_auth: _NoAuthOpt = None,
+) -> None:
+    """Run only the MCP API (stateless; run as many as you like) against an existing Temporal."""
+    _launch(dict(locals()), listen=True, worker=False, embedded=False)
+
+
+@cli.command()
+def worker(
+    data_dir: _DataDirOpt = None,
+    conformance_fixtures: _FixturesOpt = None,
+    examples: _ExamplesOpt = None,
+    tools: _ToolsOpt = None,
+    temporal_address: _AddressOpt = None,
+    temporal_namespace: _NamespaceOpt = None,
+    task_queue: _QueueOpt = None,
+) -> None:
+    """Run only a worker for the long tools (run as many as you like) against an existing Temporal."""
+    _launch(dict(locals()), listen=False, worker=True, embedded=False)
+
+
+@cli.command()
+def keygen() -> None:
+    """Print a new key (for LONGTOOLS_STATE_KEYS or LONGTOOLS_PAYLOAD_KEYS)."""
+    typer.echo(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+
+
+@cli.command("codec-server")
+def codec_server(
+    # Not LONGTOOLS_HOST/PORT (the MCP server's): named apart so that no setting is read for them.
+    listen_host: Annotated[
+        str,
+        typer.Option("--host", help="Address to bind; anything but loopback needs LONGTOOLS_CODEC_TOKEN."),
+    ] = "127.0.0.1",
+    listen_port: Annotated[int, typer.Option("--port", help="Port to bind; 0 picks a free one.")] = 8081,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Data dir of the `longtools serve` whose keys.json to use when LONGTOOLS_PAYLOAD_KEYS is "
+            "unset [env LONGTOOLS_DATA_DIR, default .longtools]."
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            metavar="ORIGIN",
+            help="A Temporal Web UI origin allowed to call it from the browser, e.g. http://localhost:8233 "
+            "(repeatable); requests from any other origin are refused.",
+        ),
+    ] = None,
+) -> None:
+    """Decrypt (and encrypt) Temporal payloads for `temporal --codec-endpoint` and the Web UI.
+
+    Temporal's remote codec protocol (POST /decode, /encode) over LONGTOOLS_PAYLOAD_KEYS, or the
+    keys.json of a `serve` data dir. It shows every stored payload in plain text to whoever reaches
+    it: keep it on loopback, or set LONGTOOLS_CODEC_TOKEN (the CLI then passes --codec-auth
+    "Bearer <token>"). See docs/operations.md.
+    """
+    from longtools.cli._codecserver import run  # the server side, imported only here
+
+    run(host=listen_host, port=listen_port, data_dir=data_dir, allowed_origins=allowed_origin or [])
+
+
+# The terminal client --------------------------------------------------------------------------
+
+_UrlArg = Annotated[str, typer.Argument(help="The server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp.")]
+_TaskIdArg = Annotated[str, typer.Argument(help="The task's id (printed when it started).")]
+_TokenOpt = Annotated[
+    str | None, typer.Option(envvar="LONGTOOLS_TOKEN", help="Bearer token [env LONGTOOLS_TOKEN].")
+]
+_AnswerOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--answer",
+        metavar="FIELD=VALUE",
+        help="Answer a form field without a prompt (repeatable); any form naming FIELD takes it.",
+    ),
+]
+_DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for unexpected errors.")]
+
+task_cli = typer.Typer(
+    name="task",
+    help="Look at, follow, answer or cancel a task on an MCP server (Tasks extension).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+cli.add_typer(task_cli)
+
+
+@cli.command()
+def call(
+    url: _UrlArg,
+    tool: Annotated[str, typer.Argument(help="The tool to call.")],
+    arguments: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[KEY=VALUE]...", help="Tool arguments, typed by the tool's input schema."),
+    ] = None,
+    json_args: Annotated[
+        str | None, typer.Option("--json", metavar="ARGS", help="Tool arguments as a JSON object.")
+    ] = None,
+    answer: _AnswerOpt = None,
+    no_task: Annotated[
+        bool, typer.Option("--no-task", help="Do not declare the tasks extension (MRTR rounds only).")
+    ] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="If the tool starts a task, print its id and leave it running.")
+    ] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Print the result as raw JSON.")] = False,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """Call a tool on any MCP 2026-07-28 server, answering its questions at the prompt.
+
+    A long tool runs as a task: a status line shows it working; Ctrl-C offers to cancel it or to
+    leave it running and print its id.
+    """
+    from longtools import client as _client
+
+    request = _client.CallRequest(
+        url=url,
+        tool=tool,
+        pairs=arguments or [],
+        json_args=json_args,
+        answers=answer or [],
+        task=not no_task,
+        token=token,
+        raw=raw,
+        detach=detach,
+    )
+    _run_client(lambda terminal: _client.call(request, terminal), debug)
+
+
+@task_cli.command("get")
+def task_get(
+    url: _UrlArg,
+    task_id: _TaskIdArg,
+    raw: Annotated[bool, typer.Option("--raw", help="Print the task as raw JSON.")] = False,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """Show a task: its status, what it asks, its result."""
+    from longtools import client as _client
+
+    _run_client(lambda terminal: _client.task_get(url, task_id, token, raw, terminal), debug)
+
+
+@task_cli.command("watch")
+def task_watch(
+    url: _UrlArg,
+    task_id: _TaskIdArg,
+    answer: _AnswerOpt = None,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """Follow a task to its end, answering what it asks at the prompt."""
+    from longtools import client as _client
+
+    _run_client(lambda terminal: _client.task_watch(url, task_id, token, answer or [], terminal), debug)
+
+
+@task_cli.command("answer")
+def task_answer(
+    url: _UrlArg,
+    task_id: _TaskIdArg,
+    fields: Annotated[
+        list[str] | None, typer.Argument(metavar="[FIELD=VALUE]...", help="Form fields of the answer.")
+    ] = None,
+    json_responses: Annotated[
+        str | None,
+        typer.Option("--json", metavar="RESPONSES", help="The inputResponses object as JSON, sent as is."),
+    ] = None,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """Answer what a task asks, without prompts."""
+    from longtools import client as _client
+
+    _run_client(
+        lambda terminal: _client.task_answer(url, task_id, token, fields or [], json_responses, terminal),
+        debug,
+    )
+
+
+@task_cli.command("cancel")
+def task_cancel(url: _UrlArg, task_id: _TaskIdArg, token: _TokenOpt = None, debug: _DebugOpt = False) -> None:
+    """Ask the server to cancel a task."""
+    from longtools import client as _client
+
+    _run_client(lambda terminal: _client.task_cancel(url, task_id, token, terminal), debug)
+
+
+def _run_client(command: Callable[[Terminal], Coroutine[Any, Any, int]], debug: bool) -> NoReturn:
+    from longtools import client as _client
+
+    terminal = _client.Terminal()
+    try:
+        code = asyncio.run(command(terminal))
+    except KeyboardInterrupt:
+        terminal.pause()
+        code = 130
+    except Exception as exc:
+        terminal.pause()
+        message = _client.explain(exc)
+        if debug:
+            traceback.print_exception(exc)
+        if message is None:
+            message = f"unexpected error ({type(exc).__name__}: {exc}); run with --debug for details"
+        typer.echo(f"longtools: {message}", err=True)
+        code = 1
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    code = 0
+    try:
+        cli()
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit as exc:  # typer ends every command this way, success included
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without interpreter teardown: a process that used Temporal's Rust core can abort while
+    # finalizing (temporalio/sdk-python#300, exit 134) after all its work is done.
+    os._exit(code)

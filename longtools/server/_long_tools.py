@@ -1,0 +1,498 @@
+"""Long tools on the wire: ``tools/call`` as a task or as MRTR rounds, and ``tasks/*``. API process.
+
+The Tasks extension (``io.modelcontextprotocol/tasks``, SEP-2663) is served on the SDK's low-level
+server with ``add_request_handler``: the SDK has no implementation of it, and its ``Extension``
+API belongs to ``MCPServer``, which this server does not use (see ``_handlers.py``). Everything else
+on the wire (envelope, headers, requestState sealing, error mapping) stays the SDK's.
+
+A client that declares the extension on a ``tools/call`` of a long tool gets a task at once. One
+that does not gets the same tool through MRTR rounds: each round holds the request open while
+the workflow runs (up to ``mrtr_wait_s``), then answers with the result, with the workflow's
+questions, or with a state-only "not yet" result. The sealed ``requestState`` names the workflow
+and the questions already answered, so any replica serves the next round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import decode_header_value
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    CallToolResult,
+    InputRequiredResult,
+    PaginatedRequestParams,
+    RequestParams,
+    SubscriptionsListenRequestParams,
+)
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from longtools._logging import request_info
+from longtools._metrics import Metrics
+from longtools._protocol import TASKS_EXTENSION
+from longtools._settings import Settings
+from longtools.auth import principal_of
+from longtools.server._exchange import Exchange, state_refused
+from longtools.server._legacy_tasks import LegacyTasks, method_not_found, speaks_tasks
+from longtools.server._limits import HeldRounds, answers_too_large, limit_reached
+from longtools.server._listen import TaskListens
+from longtools.server._pushed import is_legacy
+from longtools.server._task_tools import TaskTools
+from longtools.server._wire import (
+    UNAVAILABLE,
+    declares_tasks,
+    follows_by_tools,
+    poll_task,
+    read_task,
+    temporal_errors,
+)
+from longtools.tasks import (
+    TERMINAL,
+    AnswerRejected,
+    AnswersTooLarge,
+    OwnerAttributeMissing,
+    TaskNotFound,
+    Tasks,
+    TaskView,
+    TooManyTasks,
+    args_digest,
+    key_reused,
+    state_used,
+)
+from longtools.tools import Round, Tool, as_wire, tool_error_result
+from longtools.workflows import InputRequest
+
+log = structlog.get_logger("longtools.long")
+
+_STATE_PREFIX = "longtools-task:"
+_MAX_TASK_ID = 200
+_POLL_AGE_SHARE = 20
+_POLL_BACKOFF_MAX = 10
+_requests_adapter: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
+
+
+class TaskParams(RequestParams):
+    # Typed loosely on purpose: the SDK answers a params model's own validation error with a bare
+    # "Invalid request parameters"; checked in _view instead, the error says what is wrong (and the
+    # capability check comes first, as the extension asks).
+    task_id: Any = Field(None, alias="taskId")
+
+    def checked_task_id(self) -> str:
+        if not isinstance(self.task_id, str) or not 0 < len(self.task_id) <= _MAX_TASK_ID:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"params.taskId must be a string of 1 to {_MAX_TASK_ID} characters",
+            )
+        return self.task_id
+
+
+class UpdateTaskParams(TaskParams):
+    input_responses: Any = Field(None, alias="inputResponses")
+
+    def checked_responses(self) -> dict[str, Any]:
+        if not isinstance(self.input_responses, dict):
+            raise MCPError(
+                code=INVALID_PARAMS, message="params.inputResponses must be an object of answers by key"
+            )
+        return self.input_responses
+
+
+class _Continuation(BaseModel):
+    """A long tool's own state in its requestState, once its task runs (see ``_exchange.py``)."""
+
+    task: str
+    sent: list[str] = []
+    """Question keys whose answers were already delivered to the workflow."""
+
+
+def missing_tasks_extension() -> MCPError:
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=f"This request needs the {TASKS_EXTENSION} extension; declare it in clientCapabilities",
+        data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+class LongTools:
+    def __init__(self, settings: Settings, tasks: Tasks, metrics: Metrics) -> None:
+        self._settings = settings
+        self._tasks = tasks
+        self._metrics = metrics
+        self._held = HeldRounds(
+            per_principal=settings.max_held_rounds_per_principal,
+            total=settings.max_held_rounds,
+            gauge=metrics.held_rounds,
+        )
+        self.legacy = LegacyTasks(settings, tasks, poll_interval_ms=self._poll_interval_ms, held=self._held)
+        self.task_tools = TaskTools(settings, tasks, self._poll_interval_ms, self._held)
+        self._listens = TaskListens(
+            settings, tasks, self._poll_interval_ms, missing_tasks_extension, metrics.listen_streams
+        )
+
+    def stopping(self) -> bool:
+        """Whether this process is stopping (held rounds then answer at once)."""
+        return self._tasks.stopping
+
+    def holding(self, principal: str) -> AbstractContextManager[None]:
+        """Count a wait of ``principal``'s against the held-round bounds while inside (a 2025-era
+        call waiting for a pushed answer holds a connection just as a held round does).
+
+        Raises:
+            MCPError: -32600 naming the bound that was reached.
+        """
+        return self._held.hold(principal)
+
+    def install(self, server: Server[Any]) -> None:
+        """Advertise the extension and serve its three methods and its task status notifications
+        (``subscriptions/listen``), and the 2025-11-25 tasks methods to 2025-era sessions
+        (``tasks/result`` and ``tasks/list`` stay -32601 at 2026-07-28)."""
+        server.extensions[TASKS_EXTENSION] = {}
+        server.add_request_handler("tasks/get", TaskParams, self.get_task)
+        server.add_request_handler("tasks/update", UpdateTaskParams, self.update_task)
+        server.add_request_handler("tasks/cancel", TaskParams, self.cancel_task)
+        server.add_request_handler("tasks/result", TaskParams, self.task_result)
+        server.add_request_handler("tasks/list", PaginatedRequestParams, self.list_tasks)
+        server.add_request_handler(
+            "subscriptions/listen", SubscriptionsListenRequestParams, self._listens.listen
+        )
+
+    # tools/call -------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        args: BaseModel,
+        rnd: Round,
+        exchange: Exchange,
+        *,
+        idempotency_key: str | None = None,
+        legacy_task: bool = False,
+    ) -> CallToolResult | InputRequiredResult | dict[str, Any]:
+        """``legacy_task``: a 2025-11-25 ``tools/call`` with ``params.task``."""
+        modern_task = (
+            not is_legacy(ctx)
+            and declares_tasks(rnd.client_capabilities)
+            and tool.task_support != "forbidden"
+        )
+        as_task = legacy_task or modern_task
+        # A tool that requires a task is never served as a plain call, not even one that answers
+        # with its task: SEP-2663 asks for -32021 (2026), 2025-11-25 for -32601.
+        by_tools = not as_task and tool.task_support != "required" and follows_by_tools(ctx)
+        if tool.task_support == "required" and not (as_task or by_tools):
+            if speaks_tasks(ctx):  # 2025-11-25: a tool that requires a task is -32601 without one
+                raise MCPError(code=METHOD_NOT_FOUND, message=f"{tool.name} must be called as a task")
+            raise missing_tasks_extension()
+        continuation = _continuation(rnd.request_state)
+        async with temporal_errors("tools/call"):
+            if continuation is not None:
+                return await self._continue(ctx, tool, continuation, rnd, exchange)
+            if tool.before is not None:
+                prepared = await tool.before(args, rnd)
+                if isinstance(prepared, InputRequiredResult):
+                    expires_at = time.time() + self._settings.state_ttl_s
+                    return exchange.next_round(
+                        prepared, expires_at=expires_at, max_rounds=self._settings.max_rounds
+                    )
+                args = prepared
+            principal = principal_of(ctx)
+            # A call that will be held (a round, or the task tools' first wait) takes its place
+            # under the held-request bounds before it starts anything: one refused at a bound
+            # must leave no task behind.
+            with self._held.hold(principal) if not as_task else contextlib.nullcontext():
+                view = await self._begin(tool, args, principal, exchange, idempotency_key)
+                if legacy_task:
+                    self._tasks.follow(view, self._poll_interval_ms(view))  # the client polls it next
+                    return self.legacy.created(tool, view)
+                if by_tools:
+                    return await self.task_tools.started(ctx, view)
+                if as_task:
+                    return await self._created(tool, view)
+                return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
+
+    async def _begin(
+        self, tool: Tool, args: BaseModel, principal: str, exchange: Exchange, idempotency_key: str | None
+    ) -> TaskView:
+        """The call's task: started now, or the one its idempotency key or exchange names."""
+        try:
+            if idempotency_key is not None:
+                view, created = await self._start_keyed(tool, args, principal, idempotency_key)
+            elif exchange.rounds:
+                # The last round of a pre-phase: the exchange names its task, so a replay of this
+                # round (a proxy's retry, a lost response) finds the task, not a second one.
+                view, created = await self._start_for_exchange(tool, args, principal, exchange)
+            else:
+                view, created = await self._tasks.start(tool, args, principal)
+        except TooManyTasks:
+            limit = self._settings.max_active_tasks_per_principal
+            raise limit_reached(
+                "max_active_tasks_per_principal", limit, "You have too many tasks running"
+            ) from None
+        except OwnerAttributeMissing:
+            raise MCPError(code=INTERNAL_ERROR, message=UNAVAILABLE) from None
+        if created:
+            self._metrics.task_created(tool.name)
+        request_info()["task_id"] = view.task_id
+        return view
+
+    async def _created(self, tool: Tool, view: TaskView) -> CallToolResult | dict[str, Any]:
+        """A 2026-era call's answer once its task has started: the task (server-directed creation:
+        the start is durable, so tasks/get already finds it), or its result when it is done at
+        once (``task_inline_ms``; the spec leaves the choice to the server, per request)."""
+        if self._settings.task_inline_ms:
+            result = await self._tasks.completed_within(
+                tool, view.task_id, self._settings.task_inline_ms / 1000
+            )
+            if result is not None:
+                return result
+        interval = self._poll_interval_ms(view)
+        self._tasks.follow(view, interval)  # the client polls it next
+        return {"resultType": "task", **view.wire(interval)}
+
+    async def _start_keyed(
+        self, tool: Tool, args: BaseModel, principal: str, key: str
+    ) -> tuple[TaskView, bool]:
+        """The task of this principal's idempotency key for ``tool``: started now, or the existing one."""
+        task_id = self._tasks.ids.derived(principal, "task", principal, tool.name, key)
+        try:
+            view, created = await self._start_derived(tool, args, principal, task_id)
+        except TaskNotFound:
+            raise MCPError(
+                code=INVALID_PARAMS, message="This idempotency key's task has expired; use a new key"
+            ) from None
+        except _OtherArguments:
+            raise key_reused() from None
+        return view, created
+
+    async def _start_for_exchange(
+        self, tool: Tool, args: BaseModel, principal: str, exchange: Exchange
+    ) -> tuple[TaskView, bool]:
+        task_id = self._tasks.ids.derived(principal, "exchange", principal, tool.name, exchange.id)
+        try:
+            return await self._start_derived(tool, args, principal, task_id)
+        except TaskNotFound:
+            raise state_refused() from None  # the exchange's task has outlived its TTL
+        except _OtherArguments:
+            raise state_used() from None  # a replay with other answers, which led to other arguments
+
+    async def _start_derived(
+        self, tool: Tool, args: BaseModel, principal: str, task_id: str
+    ) -> tuple[TaskView, bool]:
+        digest = args_digest(args.model_dump(mode="json"))
+        view, created = await self._tasks.start(tool, args, principal, task_id=task_id, args_digest=digest)
+        if view.args_digest != digest:
+            raise _OtherArguments
+        return view, created
+
+    async def _continue(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        state: _Continuation,
+        rnd: Round,
+        exchange: Exchange,
+    ) -> CallToolResult | InputRequiredResult:
+        request_info()["task_id"] = state.task
+        principal = principal_of(ctx)
+        with self._held.hold(principal):  # before the answers go in: a refused round changes nothing
+            read = self._tasks.to_answer if rnd.input_responses else self._tasks.get
+            try:
+                view = await read(state.task, principal)
+            except TaskNotFound:
+                raise _work_expired() from None
+            if rnd.input_responses and view.status == "input_required":
+                responses = {key: as_wire(answer) for key, answer in rnd.input_responses.items()}
+                # An answer that does not fit is skipped: its question is asked again (SEP-2322).
+                try:
+                    delivered = await self._tasks.answer(view, responses, skip_invalid=True)
+                except AnswersTooLarge:
+                    raise answers_too_large(self._settings.max_task_answer_bytes) from None
+                state = state.model_copy(update={"sent": sorted({*state.sent, *delivered})})
+            return await self._hold(ctx, tool, state, rnd, exchange, view)
+
+    async def _hold(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        state: _Continuation,
+        rnd: Round,
+        exchange: Exchange,
+        task: TaskView,
+    ) -> CallToolResult | InputRequiredResult:
+        """Hold this round open while ``task`` works, then answer with what it came to (the caller
+        counts it against the held-request bounds)."""
+        sent = set(state.sent)
+
+        def settled(view: TaskView) -> bool:
+            return view.status in TERMINAL or bool(set(view.input_requests or {}) - sent)
+
+        shown: list[str] = []
+
+        async def progress(view: TaskView) -> None:
+            # The workflow's statusMessage, as progress notifications (SSE) while the round is held.
+            if view.message and (not shown or shown[-1] != view.message):
+                shown.append(view.message)
+                await rnd.progress(len(shown), None, view.message)
+
+        principal = principal_of(ctx)
+        try:
+            view = await self._tasks.wait(
+                state.task, principal, settled, self._settings.mrtr_wait_s, seen=progress
+            )
+        except TaskNotFound:
+            raise _work_expired() from None  # the task's TTL ran out while this round was held
+        if view.status == "completed" and view.result is not None:
+            return CallToolResult.model_validate(view.result)
+        if view.status == "failed" and view.error is not None:
+            raise MCPError(code=int(view.error["code"]), message=str(view.error["message"]))
+        if view.status == "cancelled":
+            return tool_error_result(f"The call to {tool.name} was cancelled")
+        # The continuation lives as long as the task: a person may take that long to answer.
+        expires_at = task.created_at.timestamp() + task.ttl_ms / 1000
+        following = _STATE_PREFIX + state.model_dump_json()
+        questions = {
+            key: _requests_adapter.validate_python(request)
+            for key, request in (view.input_requests or {}).items()
+            if key not in sent
+        }
+        max_rounds = self._settings.max_rounds
+        if not questions:  # still working: the client retries with this state
+            working = rnd.ask({}, state=following)
+            return exchange.next_round(working, expires_at=expires_at, max_rounds=max_rounds, counts=False)
+        try:
+            return exchange.next_round(
+                rnd.ask(questions, state=following), expires_at=expires_at, max_rounds=max_rounds
+            )
+        except MCPError:
+            # Too many rounds, or the client cannot answer what the tool asks (now or on a retry):
+            # nobody can carry the work on, so it stops.
+            await self._tasks.cancel(view)
+            raise
+
+    # tasks/* ----------------------------------------------------------------------------------
+
+    def _poll_interval_ms(self, view: TaskView) -> int:
+        """What suits the task's state. A task waiting for a person need not be read twice a second;
+        a working one is read less often the longer it has worked (a twentieth of its age, from
+        ``task_poll_interval_ms`` up to ten times that), like a backoff: one that has run for a
+        minute is not likely to end in the next half second."""
+        if view.status == "input_required":
+            return self._settings.task_input_poll_interval_ms
+        base = self._settings.task_poll_interval_ms
+        age_ms = (datetime.now(UTC) - view.created_at).total_seconds() * 1000
+        return int(min(max(base, age_ms / _POLL_AGE_SHARE), base * _POLL_BACKOFF_MAX))
+
+    async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        if is_legacy(ctx):
+            return await self.legacy.get(ctx, _legacy_task_id(ctx, params))
+        view, interval = await poll_task(
+            ctx, self._tasks, self._task_id(ctx, params), self._poll_interval_ms, self._held
+        )
+        return view.wire(interval)
+
+    async def update_task(
+        self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
+    ) -> dict[str, Any]:
+        if is_legacy(ctx):
+            raise method_not_found()  # 2025-11-25 answers through the questions tasks/result pushes
+        view = await read_task(ctx, self._tasks, self._task_id(ctx, params), to_answer=True)
+        responses = params.checked_responses()
+        if view.status != "input_required":
+            return {}
+        principal = principal_of(ctx)
+        try:
+            async with temporal_errors("tasks/update"):
+                delivered = set(await self._tasks.answer(view, responses))
+                with self._held.hold_if_free(principal) as may_wait:
+                    if delivered and may_wait:
+                        # The signal is durable now. Wait briefly for the workflow to take the
+                        # answers, so a tasks/get right after this ack no longer lists them (with
+                        # no worker running the wait runs out, and the answers are taken when one
+                        # starts; at the held-request bound the ack comes at once).
+                        await self._tasks.wait(
+                            view.task_id,
+                            principal,
+                            lambda now: (
+                                now.status != "input_required"
+                                or not delivered & set(now.input_requests or {})
+                            ),
+                            self._settings.answer_settle_s,
+                        )
+        except AnswerRejected as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        except AnswersTooLarge:
+            raise answers_too_large(self._settings.max_task_answer_bytes) from None
+        return {}
+
+    async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        if is_legacy(ctx):
+            return await self.legacy.cancel(ctx, _legacy_task_id(ctx, params))
+        view = await self._view(ctx, params)
+        async with temporal_errors("tasks/cancel"):
+            await self._tasks.cancel(view)
+        return {}
+
+    async def task_result(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        return await self.legacy.result(ctx, _legacy_task_id(ctx, params))
+
+    async def list_tasks(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> dict[str, Any]:
+        if not speaks_tasks(ctx):
+            raise method_not_found()
+        return await self.legacy.list(ctx, params.cursor)
+
+    async def _view(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> TaskView:
+        return await read_task(ctx, self._tasks, self._task_id(ctx, params))
+
+    def _task_id(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> str:
+        """The task a ``tasks/*`` request names, checked."""
+        if not declares_tasks(ctx.session.client_capabilities):
+            raise missing_tasks_extension()
+        task_id = params.checked_task_id()
+        headers = getattr(ctx.request, "headers", None)
+        named = headers.get("mcp-name") if headers is not None else None
+        # SEP-2663: tasks/* carry the task id in Mcp-Name (the SDK checks it only for core methods).
+        # A header that disagrees with the body is refused: a proxy may have routed or authorized on
+        # it. An absent one is tolerated, as a routing hint the server itself does not need:
+        # fastmcp 4.1.4's tasks client never sends it.
+        if named is not None and decode_header_value(named) != task_id:
+            raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")
+        return task_id
+
+
+class _OtherArguments(Exception):
+    """A derived task id is taken by a task started with other arguments."""
+
+
+def _legacy_task_id(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> str:
+    """The task id of a ``tasks/*`` request at 2025-11-25; the methods do not exist before it, nor
+    ``tasks/result`` after it."""
+    if not speaks_tasks(ctx):
+        raise method_not_found()
+    return params.checked_task_id()
+
+
+def _work_expired() -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message="This call's work has expired; call the tool again")
+
+
+def _continuation(request_state: str | None) -> _Continuation | None:
+    if request_state is None or not request_state.startswith(_STATE_PREFIX):
+        return None
+    try:
+        return _Continuation.model_validate_json(request_state.removeprefix(_STATE_PREFIX))
+    except ValidationError:  # sealed by us, so only a bug gets here; treat it like a lapsed state
+        raise state_refused() from None

@@ -1,0 +1,149 @@
+"""What several wire paths share: a Temporal failure as the one -32603, and notifications the
+SDK has no type for. API process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import structlog
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, ClientCapabilities, ServerNotification
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
+from temporalio.service import RPCError
+
+from longtools._logging import request_info
+from longtools._protocol import TASKS_EXTENSION
+from longtools.auth import principal_of
+from longtools.server._limits import HeldRounds
+from longtools.tasks import TaskNotFound, Tasks, TaskView
+from longtools.temporal import PayloadDecryptError, unreachable
+from longtools.tools import tool_error_result
+
+__all__ = [
+    "UNAVAILABLE",
+    "declares_tasks",
+    "follows_by_tools",
+    "invalid_arguments",
+    "poll_task",
+    "raw_notification",
+    "read_task",
+    "temporal_errors",
+]
+
+log = structlog.get_logger("longtools.long")
+
+UNAVAILABLE = "The task service is unavailable; try again shortly"
+
+
+@asynccontextmanager
+async def temporal_errors(what: str) -> AsyncIterator[None]:
+    """Temporal unreachable or failing is the server's problem: -32603, detail in the log only.
+
+    So is a stored payload this process cannot decrypt (a key missing from its ring): the codec
+    has logged which key it needs.
+    """
+    try:
+        yield
+    except PayloadDecryptError:
+        raise MCPError(code=INTERNAL_ERROR, message=UNAVAILABLE) from None
+    except (RPCError, RuntimeError) as exc:
+        if not (isinstance(exc, RPCError) or unreachable(exc)):
+            raise
+        log.error("temporal_error", operation=what, detail=str(exc))
+        raise MCPError(code=INTERNAL_ERROR, message=UNAVAILABLE) from None
+
+
+class _Notification(BaseModel):
+    method: str
+    params: dict[str, Any]
+
+
+def raw_notification(method: str, params: Mapping[str, Any]) -> ServerNotification:
+    """A notification outside the SDK's union (the tasks' own): ``ServerSession.send_notification``
+    only dumps what it is given, so any model with a method and params goes out as it is."""
+    return cast(ServerNotification, _Notification(method=method, params=dict(params)))
+
+
+def declares_tasks(caps: ClientCapabilities | None) -> bool:
+    """Whether a 2026-era request declares the tasks extension."""
+    return bool(caps and caps.extensions and TASKS_EXTENSION in caps.extensions)
+
+
+def follows_by_tools(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this client follows its long tools through the task tools: it declared neither a
+    way to follow tasks (the 2026 extension; 2025-11-25 tasks) nor elicitation."""
+    caps = ctx.session.client_capabilities or ClientCapabilities()
+    if caps.elicitation is not None:
+        return False
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return not declares_tasks(caps)
+    return caps.tasks is None and not isinstance((ctx.params or {}).get("task"), dict)
+
+
+def invalid_arguments(tool: str, exc: ValidationError) -> CallToolResult:
+    """Bad arguments are the caller's to correct, so they are a tool error the model can read,
+    naming each field."""
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+    )
+    return tool_error_result(f"Invalid arguments for tool {tool}: {problems}")
+
+
+async def read_task(
+    ctx: ServerRequestContext[Any, Any], tasks: Tasks, task_id: str, *, to_answer: bool = False
+) -> TaskView:
+    """The task of a ``tasks/*`` request, as its caller may see it (``to_answer``: as an answer to
+    it must, ``Tasks.to_answer``).
+
+    Raises:
+        MCPError: -32602 for an unknown, expired or another principal's task (one answer for all).
+    """
+    request_info()["task_id"] = task_id
+    read = tasks.to_answer if to_answer else tasks.get
+    try:
+        async with temporal_errors(ctx.method):
+            return await read(task_id, principal_of(ctx))
+    except TaskNotFound as exc:
+        raise _not_found(exc) from None
+
+
+async def poll_task(
+    ctx: ServerRequestContext[Any, Any],
+    tasks: Tasks,
+    task_id: str,
+    poll_interval_ms: Callable[[TaskView], int],
+    held: HeldRounds,
+) -> tuple[TaskView, int]:
+    """The task of a ``tasks/get``, paced (``Tasks.paced``), and the poll interval to suggest. A
+    poll that would be held counts against the held-request bounds; at a bound it is answered at
+    once instead.
+
+    Raises:
+        MCPError: as ``read_task``.
+    """
+    view = await read_task(ctx, tasks, task_id)
+    principal = principal_of(ctx)
+    try:
+        async with temporal_errors(ctx.method):
+            with held.hold_if_free(principal) as may_wait:
+                return await tasks.paced(view, principal, poll_interval_ms, may_wait=may_wait)
+    except TaskNotFound as exc:  # expired while the poll waited
+        raise _not_found(exc) from None
+
+
+async def cancel_task(
+    tasks: Tasks, held: HeldRounds, view: TaskView, principal: str, settle_s: float
+) -> TaskView:
+    """Cancel ``view``'s task and wait up to ``settle_s`` for it to end (``Tasks.cancel_and_wait``)
+    when a place under the held-request bounds is free: the wait is a courtesy, so at a bound the
+    cancel is answered at once instead of refused."""
+    with held.hold_if_free(principal) as may_wait:
+        return await tasks.cancel_and_wait(view, principal, settle_s if may_wait else 0)
+
+
+def _not_found(exc: TaskNotFound) -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}")

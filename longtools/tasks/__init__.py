@@ -1,0 +1,48 @@
+"""Long tools on Temporal, as the API sees them: start, read, answer and cancel a task (the
+gateway), and the run-once records that make a used ``requestState`` or an idempotency key take
+effect once, and the boxes where a pushed question's answer waits for its call. API process.
+
+May import ``longtools.tools``, ``longtools.temporal``, ``longtools._settings`` and
+``longtools.workflows``; the wire (``longtools.server``) builds on this, never the other way round.
+"""
+
+from __future__ import annotations
+
+from longtools.tasks._changes import Changes, Mark
+from longtools.tasks._gateway import (
+    TERMINAL,
+    AnswerRejected,
+    AnswersTooLarge,
+    OwnerAttributeMissing,
+    TaskNotFound,
+    Tasks,
+    TaskView,
+    TooManyTasks,
+    check_answer,
+)
+from longtools.tasks._ids import TaskIds, derive_id
+from longtools.tasks._mailbox import Mailboxes, QuestionClosed
+from longtools.tasks._run_once import KeyReused, RunOnce, args_digest, key_reused, state_used
+
+__all__ = [
+    "TERMINAL",
+    "AnswerRejected",
+    "AnswersTooLarge",
+    "Changes",
+    "KeyReused",
+    "Mailboxes",
+    "Mark",
+    "OwnerAttributeMissing",
+    "QuestionClosed",
+    "RunOnce",
+    "TaskIds",
+    "TaskNotFound",
+    "TaskView",
+    "Tasks",
+    "TooManyTasks",
+    "args_digest",
+    "check_answer",
+    "derive_id",
+    "key_reused",
+    "state_used",
+]

@@ -1,0 +1,816 @@
+"""Long tools on Temporal, seen from the API: start, read, answer, cancel. API process.
+
+Nothing here is kept in memory between requests. A task *is* a workflow (task id = workflow id):
+its status comes from ``DescribeWorkflowExecution`` plus the memo the workflow publishes, its
+result from the closed workflow's history, and answers go in as a signal. All three work with
+every worker stopped, so ``tasks/get`` and ``tasks/update`` never wait for one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+import jsonschema
+import structlog
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
+from pydantic import BaseModel, ValidationError
+from temporalio.api.common.v1 import Payloads, WorkflowExecution
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import (
+    ListWorkflowExecutionsRequest,
+    SignalWorkflowExecutionRequest,
+)
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+)
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from longtools._settings import Settings
+from longtools.tasks._changes import Changes, Completion, Mark
+from longtools.tasks._ids import TaskIds
+from longtools.tasks._run_once import ARGS_MEMO
+from longtools.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
+from longtools.workflows import ANSWER_SIGNAL, TASK_MEMO, Published
+from longtools.workflows._errors import failure_kinds, task_ending
+from longtools.workflows._inputs import parse_answer
+from longtools.workflows._metrics import TOOL_MEMO
+
+log = structlog.get_logger("longtools.tasks")
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+_OWNER_MEMO = "longtools.owner"
+_TTL_MEMO = "longtools.ttl_ms"
+_CREATED_MEMO = "longtools.created_at"
+"""When the API created the task: what ``createdAt`` shows, the same on every read and replica."""
+_STARTED = 1
+"""Events a task's view reflects right after its start: the start itself (no change yet)."""
+_INTERNAL_ERROR = -32603
+OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("LongtoolsOwner")
+"""A task's owner as a keyed hash (search attributes are stored in plaintext, unlike memos), so
+Temporal can count a principal's running tasks. Registered in the namespace on first use."""
+_START_ATTEMPTS = 3
+_KNOWN_TASKS = 10_000
+"""Most views kept for ``get`` to answer from (their bytes are bounded too, by ``cache_bytes``)."""
+_COUNT_FRESH_S = 1.0
+"""How long a principal's count of running tasks is used again, while it is well under the bound:
+a visibility query on every start, under load, took most of a start's time (bench B6)."""
+_VISIBLE_WITHIN_S = 2.0
+"""How long Temporal's visibility may take to show a start, at most (SQL visibility: milliseconds;
+Elasticsearch refreshes every second)."""
+
+
+class TaskNotFound(Exception):
+    """No such task for this caller: unknown, expired, or not a longtools task (all -32602)."""
+
+
+class AnswerRejected(Exception):
+    """An answer does not fit the question it answers; the message says which and why."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        """The key of the question the answer does not fit."""
+
+
+class AnswersTooLarge(Exception):
+    """The answers would take the task past ``max_task_answer_bytes``."""
+
+
+class TooManyTasks(Exception):
+    """The caller already has ``max_active_tasks_per_principal`` tasks running."""
+
+
+class OwnerAttributeMissing(Exception):
+    """The namespace lacks the search attribute tasks are counted by, and it cannot be added."""
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """One task as ``tasks/get`` shows it (the extension's ``DetailedTask``)."""
+
+    task_id: str
+    tool: str
+    status: TaskStatus
+    created_at: datetime
+    updated_at: datetime
+    ttl_ms: int
+    message: str | None = None
+    input_requests: Mapping[str, Mapping[str, Any]] | None = None
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+    args_digest: str | None = None
+    """For a task started with an idempotency key: the digest of its arguments (never on the wire)."""
+    answered_bytes: int = 0
+    """Bytes of answers the task has received (never on the wire)."""
+    mark: Mark | None = None
+    """How far into the workflow's history this view was read (never on the wire)."""
+
+    def wire(self, poll_interval_ms: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "taskId": self.task_id,
+            "status": self.status,
+            "createdAt": _iso(self.created_at),
+            "lastUpdatedAt": _iso(self.updated_at),
+            "ttlMs": self.ttl_ms,
+            "pollIntervalMs": poll_interval_ms,
+        }
+        if self.message:
+            body["statusMessage"] = self.message
+        if self.status == "input_required":
+            body["inputRequests"] = dict(self.input_requests or {})
+        if self.result is not None:
+            body["result"] = dict(self.result)
+        if self.error is not None:
+            body["error"] = dict(self.error)
+        return body
+
+
+class Tasks:
+    """Every task operation, over the API's Temporal connection (shared by all requests)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: Registry,
+        connection: Callable[[], Client],
+        changes: Changes,
+        *,
+        eager: bool = False,
+    ) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._connection = connection
+        self._changes = changes
+        self.eager = eager
+        """Whether a worker shares the connection in this process, so starts may ask for eager execution."""
+        self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
+        self._owner_attribute_ready = False
+        self._owner_attribute_lock = asyncio.Lock()
+        self._known: OrderedDict[str, tuple[str, TaskView, int]] = OrderedDict()
+        """The last view read of recently read tasks, with their owner and size, most recent last:
+        at most ``_KNOWN_TASKS`` of them, and ``cache_bytes / 2`` bytes in all."""
+        self._known_bytes = 0
+        self._max_known_bytes = settings.cache_bytes // 2
+        self.ids = TaskIds(settings.require_state_keys())
+        self._counted: dict[str, tuple[float, float, int]] = {}
+        """Per principal: when its running tasks were counted (monotonic), the cutoff of that count
+        (Unix time: tasks started before it), and the count."""
+        self._starting: Counter[str] = Counter()
+        """Per principal: this process's starts in flight."""
+        self._starts: dict[str, list[float]] = {}
+        """Per principal: when this process's recent starts were done (Unix time)."""
+        self._polled: OrderedDict[str, float] = OrderedDict()
+        """Per task recently shown to a poller: when the next poll is due, by the interval that
+        answer suggested (the event loop's clock), most recent last."""
+
+    @property
+    def stopping(self) -> bool:
+        """Whether this process is stopping: a held round then answers at once."""
+        return self._changes.stopping
+
+    async def until_stopping(self) -> None:
+        """Return once this process begins to stop."""
+        await self._changes.until_stopping()
+
+    async def start(
+        self,
+        tool: Tool,
+        args: BaseModel,
+        principal: str,
+        *,
+        task_id: str | None = None,
+        args_digest: str | None = None,
+    ) -> tuple[TaskView, bool]:
+        """Start ``tool``'s workflow; returns once Temporal has it durably (so ``tasks/get`` finds it).
+
+        With a ``task_id`` (derived, ``ids.derived``, from an idempotency key or an exchange) an
+        existing task of that id is returned instead of a second one, also to concurrent
+        duplicates. The flag says whether the task was created by this call.
+
+        A start whose answer is lost (Temporal slow or unreachable) is tried again under the same
+        id, so a start Temporal did accept is found, never left running unknown to anyone.
+
+        Raises:
+            TaskNotFound: the existing task under ``task_id`` has expired or is not the caller's.
+            TooManyTasks: the principal has ``max_active_tasks_per_principal`` tasks running.
+            OwnerAttributeMissing: tasks cannot be counted in this namespace (an operator's fix).
+        """
+        await self._ensure_owner_attribute()
+        try:
+            await self._reserve(principal)
+        except TooManyTasks:
+            if task_id is not None:  # asking again for a task that exists is not a new task
+                with contextlib.suppress(TaskNotFound):
+                    return await self.get(task_id, principal), False
+            raise
+        created = False
+        try:
+            view, created = await self._started(tool, args, principal, task_id, args_digest)
+        finally:
+            self._starting[principal] -= 1
+            if not self._starting[principal]:
+                del self._starting[principal]
+            if created:
+                # Once it has started: its StartTime is no later than now, so the count is never
+                # short of it (at worst it is counted twice for a moment).
+                self._starts.setdefault(principal, []).append(time.time())
+        return view, created
+
+    async def _started(
+        self, tool: Tool, args: BaseModel, principal: str, task_id: str | None, args_digest: str | None
+    ) -> tuple[TaskView, bool]:
+        ttl_ms = int(self._settings.task_ttl_s * 1000)
+        now = datetime.now(UTC)
+        memo: dict[str, Any] = {
+            TOOL_MEMO: tool.name,
+            _OWNER_MEMO: principal,
+            _TTL_MEMO: ttl_ms,
+            _CREATED_MEMO: _iso(now),
+        }
+        if args_digest is not None:
+            memo[ARGS_MEMO] = args_digest
+        derived, task_id = task_id is not None, task_id or self.ids.new(principal)
+        owner_tag = self.ids.owner_tags(principal)[0]
+        for attempt in range(_START_ATTEMPTS):
+            try:
+                handle = await self._connection().start_workflow(
+                    tool.workflow_name,
+                    args,
+                    id=task_id,
+                    task_queue=self._settings.task_queue,
+                    memo=memo,
+                    search_attributes=TypedSearchAttributes(
+                        [SearchAttributePair(OWNER_ATTRIBUTE, owner_tag)]
+                    ),
+                    # The task's TTL is its workflow's lifetime: an abandoned question does not wait forever.
+                    execution_timeout=timedelta(milliseconds=ttl_ms),
+                    # One start per id, ever (within Temporal's retention): only a derived id, or a
+                    # start tried again, can meet an existing workflow, and that is the task asked for.
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                    request_eager_start=self.eager,
+                    rpc_timeout=self._rpc_timeout,
+                )
+                break
+            except WorkflowAlreadyStartedError:
+                if not (derived or attempt):
+                    raise
+                # Ours if an earlier attempt of this call made it (its answer was lost).
+                return await self.get(task_id, principal), bool(attempt)
+            except RPCError as exc:
+                if attempt + 1 == _START_ATTEMPTS or not _maybe_lost(exc):
+                    raise
+                log.warning("task_start_retried", task_id=task_id, status=exc.status.name)
+        log.info("task_started", task_id=handle.id, tool=tool.name, run_id=handle.result_run_id)
+        view = TaskView(
+            task_id=handle.id,
+            tool=tool.name,
+            status="working",
+            created_at=now,
+            updated_at=now,
+            ttl_ms=ttl_ms,
+            args_digest=args_digest,
+            mark=None if handle.result_run_id is None else Mark(handle.result_run_id, _STARTED),
+        )
+        self._know(handle.id, principal, view)
+        return view, True
+
+    def follow(self, view: TaskView, poll_interval_ms: int) -> None:
+        """Watch the task from now on, for the polls to come, which ``poll_interval_ms`` was
+        suggested to: once its watch has read it, a poll of a task that has not changed is answered
+        without a call to Temporal (``get``), and one that comes too soon waits (``paced``)."""
+        if view.mark is not None and view.status not in TERMINAL:
+            # Until a little after the first poll is due: a client that never polls (it listens,
+            # or it left) must not keep a long poll open in Temporal for the default linger.
+            self._changes.follow(view.task_id, view.mark, for_s=2 * poll_interval_ms / 1000 + 1)
+            self._shown(view.task_id, poll_interval_ms)
+
+    async def paced(
+        self,
+        view: TaskView,
+        principal: str,
+        poll_interval_ms: Callable[[TaskView], int],
+        *,
+        may_wait: bool = True,
+    ) -> tuple[TaskView, int]:
+        """A poll's answer: ``view``, or when the task is working and the poll came before the
+        interval the last answer suggested (and ``may_wait``), the task once it changes or that
+        interval is over, whichever is first. Returns the view and the interval to suggest now.
+
+        A client that polls sooner than it was asked to costs a held request instead of an answer
+        per poll, and sees a change the moment it happens (bench B3, B6).
+        """
+        due = self._polled.get(view.task_id)
+        left = 0.0 if due is None else due - asyncio.get_running_loop().time()
+        if may_wait and view.status == "working" and view.mark is not None and left > 0:
+            before = view
+
+            def changed(now: TaskView) -> bool:
+                return (now.status, now.message) != (before.status, before.message)
+
+            view = await self.wait(view.task_id, principal, changed, left, since=view)
+        interval = poll_interval_ms(view)
+        self._shown(view.task_id, interval)
+        return view, interval
+
+    def _shown(self, task_id: str, poll_interval_ms: int) -> None:
+        self._polled[task_id] = asyncio.get_running_loop().time() + poll_interval_ms / 1000
+        self._polled.move_to_end(task_id)
+        if len(self._polled) > _KNOWN_TASKS:
+            self._polled.popitem(last=False)
+
+    async def _reserve(self, principal: str) -> None:
+        """Take a place for one more of ``principal``'s running tasks (in ``_starting``), or refuse.
+
+        Running tasks are those Temporal's visibility counts that started before a moment
+        ``_VISIBLE_WITHIN_S`` ago, plus the starts this process has made since or is making, which
+        it knows itself: visibility shows a start only some milliseconds after it (8 to 45 ms
+        measured on the dev server), so counting on it alone let a burst of concurrent starts all
+        read the same count and pass the bound together. What a burst can still pass the bound by
+        is the starts other API replicas made in those last seconds.
+
+        Raises:
+            TooManyTasks: there is no place.
+        """
+        if await self._running(principal) >= self._settings.max_active_tasks_per_principal:
+            raise TooManyTasks
+        self._starting[principal] += 1  # no await since the count: nobody else took this place
+
+    def _mine(self, principal: str, cutoff: float) -> int:
+        """This process's starts of ``principal``'s tasks that visibility may not count before
+        ``cutoff``: those in flight, and those done since."""
+        done = self._starts.get(principal)
+        if done:
+            # Nothing older than the oldest cutoff a count may still be used with matters now.
+            oldest = time.time() - _VISIBLE_WITHIN_S - _COUNT_FRESH_S - 1
+            done[:] = [mark for mark in done if mark >= oldest]
+        return self._starting[principal] + sum(1 for mark in done or () if mark >= cutoff)
+
+    async def _running(self, principal: str) -> int:
+        """``principal``'s running tasks: those visibility counts among the tasks started before a
+        cutoff, counted now, or a second ago while that count is far enough under the bound that a
+        second's difference cannot cross it; plus this process's own since the cutoff (``_mine``,
+        taken after the last await, so the caller may take a place before anyone else looks)."""
+        now = time.monotonic()
+        recent = self._counted.get(principal)
+        if recent is not None and now - recent[0] < _COUNT_FRESH_S:
+            _, cutoff, counted = recent
+            running = counted + self._mine(principal, cutoff)
+            if running < self._settings.max_active_tasks_per_principal * 0.9:
+                return running
+        cutoff = time.time() - _VISIBLE_WITHIN_S
+        before = datetime.fromtimestamp(cutoff, UTC).isoformat().replace("+00:00", "Z")
+        query = f'{self._owned_by(principal)} AND ExecutionStatus="Running" AND StartTime < "{before}"'
+        counted = (await self._connection().count_workflows(query, rpc_timeout=self._rpc_timeout)).count
+        if len(self._counted) >= 10_000:  # bounded: one entry per principal starting tasks now
+            self._counted.clear()
+            self._starts = {key: value for key, value in self._starts.items() if value}
+        self._counted[principal] = (now, cutoff, counted)
+        return counted + self._mine(principal, cutoff)
+
+    def _owned_by(self, principal: str) -> str:
+        """The visibility query of ``principal``'s tasks: tagged with any key of the ring."""
+        tags = ", ".join(f'"{tag}"' for tag in self.ids.owner_tags(principal))
+        return f"{OWNER_ATTRIBUTE.name} IN ({tags})"
+
+    async def _ensure_owner_attribute(self) -> None:
+        """Register the owner search attribute in the namespace, once per process (idempotent)."""
+        if self._owner_attribute_ready:
+            return
+        async with self._owner_attribute_lock:
+            if self._owner_attribute_ready:
+                return
+            client = self._connection()
+            namespace = self._settings.temporal_namespace
+            listed = await client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=namespace), timeout=self._rpc_timeout
+            )
+            if OWNER_ATTRIBUTE.name not in listed.custom_attributes:
+                keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+                try:
+                    await client.operator_service.add_search_attributes(
+                        AddSearchAttributesRequest(
+                            namespace=namespace, search_attributes={OWNER_ATTRIBUTE.name: keyword}
+                        ),
+                        timeout=self._rpc_timeout,
+                    )
+                except RPCError as exc:
+                    if exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                        raise
+                    log.error(
+                        "owner_attribute_missing",
+                        status=exc.status.name,
+                        fix=f"temporal operator search-attribute create --namespace {namespace} "
+                        f"--name {OWNER_ATTRIBUTE.name} --type Keyword",
+                    )
+                    raise OwnerAttributeMissing from None
+                log.info("owner_attribute_added", namespace=namespace)
+            self._owner_attribute_ready = True
+
+    async def completed_within(self, tool: Tool, task_id: str, within_s: float) -> CallToolResult | None:
+        """The task's result if it completes within ``within_s`` seconds; None otherwise.
+
+        One long poll of the workflow's close event: a task that ends otherwise (failed,
+        cancelled) or later is left for ``tasks/get`` to tell.
+        """
+        handle = self._connection().get_workflow_handle(task_id, result_type=tool.output_model)
+        try:
+            value = await asyncio.wait_for(handle.result(), within_s)  # through continue-as-new too
+        except (TimeoutError, WorkflowFailureError):
+            return None
+        try:
+            result = to_call_result(tool, value)
+        except ValidationError:
+            return None  # tasks/get reports it (and logs why)
+        return result if isinstance(result, CallToolResult) else None
+
+    async def get(self, task_id: str, principal: str) -> TaskView:
+        """The task as it stands now; raises TaskNotFound for anything the caller may not see.
+
+        Read from Temporal, unless this process already knows it: a task that has ended does not
+        change, and a working one not while its watch has seen no change. A task that waits for
+        input is always read again: another replica may have just delivered its answers.
+        """
+        known = self._known.get(task_id)
+        if known is not None:
+            owner, view, _ = known
+            if owner != principal:
+                raise TaskNotFound("Task not found")
+            current = view.status in TERMINAL or (
+                view.status == "working"
+                and view.mark is not None
+                and self._changes.unchanged(task_id, view.mark)
+            )
+            if current:
+                self._known.move_to_end(task_id)
+                _check_expiry(view)
+                return view
+            completed = None if view.mark is None else self._changes.completed(task_id, view.mark)
+            if completed is not None:  # the watch has its result: nothing to fetch again
+                return await self._completed(view, principal, completed)
+        view = await self.read(task_id, principal)
+        if view.status == "working" and view.mark is not None:
+            self._changes.follow(task_id, view.mark)  # so the next poll is answered from here
+        return view
+
+    async def to_answer(self, task_id: str, principal: str) -> TaskView:
+        """The task as an answer to it must see it: ``get``, or read from Temporal when that says
+        it is working. This process's watch learns of a question a moment after Temporal has it,
+        and a client that saw the question on another replica must not have its answer ignored
+        meanwhile (a task that asks, or has ended, is current already)."""
+        view = await self.get(task_id, principal)
+        return await self.read(task_id, principal) if view.status == "working" else view
+
+    async def read(self, task_id: str, principal: str) -> TaskView:
+        """The task as Temporal has it now (see ``get``)."""
+        if not self.ids.may_belong(task_id, principal):
+            raise TaskNotFound("Task not found")  # its tag says so: no read needed
+        handle = self._connection().get_workflow_handle(task_id)
+        try:
+            desc = await handle.describe(rpc_timeout=self._rpc_timeout)
+        except RPCError as exc:
+            if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                raise TaskNotFound("Task not found") from None
+            raise
+        memo = await desc.memo()
+        tool = self._registry.tools.get(str(memo.get(TOOL_MEMO)))
+        if tool is None or memo.get(_OWNER_MEMO) != principal:
+            raise TaskNotFound("Task not found")
+        ttl_ms = int(memo.get(_TTL_MEMO, 0))
+        created = _created(desc, ttl_ms, memo.get(_CREATED_MEMO))
+        if desc.status == WorkflowExecutionStatus.TIMED_OUT:
+            raise TaskNotFound("Task has expired")
+        view = TaskView(
+            task_id=task_id,
+            tool=tool.name,
+            status="working",
+            created_at=created,
+            updated_at=created,
+            ttl_ms=ttl_ms,
+            args_digest=memo.get(ARGS_MEMO),
+            mark=Mark(desc.run_id, desc.raw_description.workflow_execution_info.history_length),
+        )
+        _check_expiry(view)
+        if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
+            view = _running(view, memo.get(TASK_MEMO))
+        else:
+            view = await self._closed(replace(view, updated_at=desc.close_time or created), tool, desc)
+        self._know(task_id, principal, view)
+        return view
+
+    def _know(self, task_id: str, principal: str, view: TaskView) -> None:
+        size = _size(view)
+        earlier = self._known.pop(task_id, None)
+        if earlier is not None:
+            self._known_bytes -= earlier[2]
+        if size > self._max_known_bytes:
+            return  # a result this large is read again from Temporal when asked for
+        self._known[task_id] = (principal, view, size)
+        self._known_bytes += size
+        while len(self._known) > _KNOWN_TASKS or self._known_bytes > self._max_known_bytes:
+            self._known_bytes -= self._known.popitem(last=False)[1][2]
+
+    async def _closed(self, view: TaskView, tool: Tool, desc: WorkflowExecutionDescription) -> TaskView:
+        if desc.status == WorkflowExecutionStatus.CANCELED:
+            return replace(view, status="cancelled")
+        if desc.status == WorkflowExecutionStatus.TERMINATED:
+            # By an operator, or by Temporal itself when the task's history outgrew its limits.
+            error = {"code": _INTERNAL_ERROR, "message": "The task was terminated before it finished"}
+            return replace(view, status="failed", error=error)
+        handle = self._connection().get_workflow_handle(
+            view.task_id, run_id=desc.run_id, result_type=tool.output_model
+        )
+        try:
+            value = await handle.result(follow_runs=False, rpc_timeout=self._rpc_timeout)
+        except WorkflowFailureError as exc:
+            return _failed(view, tool, exc)
+        return replace(view, status="completed", result=as_wire(_valid_result(view, tool, value)))
+
+    async def answer(
+        self, view: TaskView, responses: Mapping[str, Any], *, skip_invalid: bool = False
+    ) -> list[str]:
+        """Check answers against the outstanding questions and deliver the fitting ones durably.
+
+        Answers to keys that are not outstanding are ignored (the spec's rule for unknown and
+        already answered keys). Returns the keys delivered: none when the task has ended since
+        ``view`` was read (a race, not an outage: the caller reads the task again).
+
+        Raises:
+            AnswerRejected: an answer does not fit its question (unless ``skip_invalid``, which
+                leaves that question outstanding); nothing is sent.
+            AnswersTooLarge: the task has taken ``max_task_answer_bytes`` of answers; nothing is sent.
+        """
+        asked = view.input_requests or {}
+        accepted: dict[str, Any] = {}
+        for key, response in responses.items():
+            request = asked.get(key)
+            if request is None:
+                continue
+            try:
+                accepted[key] = check_answer(key, request, response)
+            except AnswerRejected:
+                if not skip_invalid:
+                    raise
+        if not accepted:
+            return []
+        # Every answer is written to the task's history, whose size Temporal bounds: past this
+        # budget the task would fail for good, so the answer is refused instead (answers sent at
+        # the same moment to different questions may pass it together).
+        size = len(json.dumps(accepted, separators=(",", ":")))
+        if view.answered_bytes + size > self._settings.max_task_answer_bytes:
+            raise AnswersTooLarge
+        taken = await asyncio.gather(
+            *(self._deliver(view.task_id, key, answer) for key, answer in accepted.items())
+        )
+        delivered = sorted(key for key, took in zip(accepted, taken, strict=True) if took)
+        if delivered:
+            log.info("task_answered", task_id=view.task_id, keys=delivered)
+        else:
+            log.info("task_answer_too_late", task_id=view.task_id)  # it ended meanwhile
+        return delivered
+
+    async def _deliver(self, task_id: str, key: str, answer: Any) -> bool:
+        """Signal one answer, once per question: Temporal drops a signal whose request id it has
+        seen in this run, so answers to one question sent again or in parallel (replays, retries,
+        two replicas) cost the task's history one signal, not one each. False when the task has
+        closed (or is gone) meanwhile."""
+        client = self._connection()
+        request = SignalWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=task_id),
+            signal_name=ANSWER_SIGNAL,
+            input=Payloads(payloads=await client.data_converter.encode([{key: answer}])),
+            identity=client.identity,
+            request_id=hashlib.sha256(f"{task_id}\x00{key}".encode()).hexdigest()[:32],
+        )
+        try:
+            await client.workflow_service.signal_workflow_execution(
+                request, retry=True, timeout=self._rpc_timeout
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
+
+    async def owned(self, principal: str, page_size: int, token: bytes) -> tuple[list[str], bytes]:
+        """One page of the ids of ``principal``'s tasks, newest first, and the token of the next
+        page (empty after the last). Temporal's visibility lags a start by a moment, and its owner
+        tag is a hash: read each task (``get``) before showing it."""
+        client = self._connection()
+        page = await client.workflow_service.list_workflow_executions(
+            ListWorkflowExecutionsRequest(
+                namespace=client.namespace,
+                page_size=page_size,
+                next_page_token=token,
+                query=self._owned_by(principal),
+            ),
+            retry=True,
+            timeout=self._rpc_timeout,
+        )
+        return [info.execution.workflow_id for info in page.executions], page.next_page_token
+
+    async def cancel(self, view: TaskView) -> None:
+        """Ask the workflow to stop (cooperative); a task already closed stays as it is."""
+        if view.status in TERMINAL:
+            return
+        try:
+            await self._connection().get_workflow_handle(view.task_id).cancel(rpc_timeout=self._rpc_timeout)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:  # closed in the meantime: nothing to cancel
+                raise
+        log.info("task_cancel_requested", task_id=view.task_id)
+
+    async def cancel_and_wait(self, view: TaskView, principal: str, within_s: float) -> TaskView:
+        """Cancel the task and wait up to ``within_s`` for it to end; the task then (a task with no
+        worker running ends when one starts: the cancellation is durable already)."""
+        if view.status in TERMINAL:
+            return view
+        await self.cancel(view)
+        return await self.wait(
+            view.task_id, principal, lambda now: now.status in TERMINAL, within_s, since=view
+        )
+
+    async def wait(
+        self,
+        task_id: str,
+        principal: str,
+        done: Callable[[TaskView], bool],
+        within_s: float,
+        seen: Callable[[TaskView], Awaitable[None]] | None = None,
+        *,
+        since: TaskView | None = None,
+    ) -> TaskView:
+        """Read the task until ``done(view)``, reading again on each change (``Changes``), until
+        ``within_s`` seconds pass or the process stops; returns the last view either way.
+
+        ``seen`` is called with every view read. ``since`` is a view the caller has just read: the
+        wait starts from it instead of reading the task first. Works with no worker running.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        view = since if since is not None and since.mark is not None else await self.read(task_id, principal)
+        while True:
+            if seen is not None:
+                await seen(view)
+            if done(view) or view.mark is None:
+                return view
+            left = deadline - loop.time()
+            # The deadline is checked here too: a watch may say "changed" more than once for one
+            # change (a run it does not know yet), and each answer costs a read.
+            if left <= 0 or not await self._changes.after(task_id, view.mark, left):
+                return view
+            view = await self._changed(view, principal)
+
+    async def _changed(self, view: TaskView, principal: str) -> TaskView:
+        """The task after a change: from what the change published, when that was all it did (no
+        call to Temporal), else read again."""
+        assert view.mark is not None
+        if view.status in TERMINAL:
+            return await self.read(view.task_id, principal)
+        completed = self._changes.completed(view.task_id, view.mark)
+        if completed is not None:
+            return await self._completed(view, principal, completed)
+        upserted = self._changes.upserted(view.task_id, view.mark, TASK_MEMO)
+        if upserted is None:
+            return await self.read(view.task_id, principal)
+        mark, payload = upserted
+        [published] = await self._connection().data_converter.decode([payload])
+        before = replace(view, status="working", message=None, input_requests=None, mark=mark)
+        changed = _running(before, published)
+        _check_expiry(changed)
+        self._know(view.task_id, principal, changed)
+        return changed
+
+    async def _completed(self, view: TaskView, principal: str, completed: Completion) -> TaskView:
+        """The task after its close event, whose result the watch has: no history to fetch again."""
+        tool = self._registry.tools[view.tool]
+        hints = None if tool.output_model is None else [tool.output_model]
+        [value] = await self._connection().data_converter.decode(completed.result.payloads, hints)
+        result = as_wire(_valid_result(view, tool, value))
+        at, mark = completed.at, completed.mark
+        ended = replace(view, status="completed", message=None, result=result, updated_at=at, mark=mark)
+        self._know(view.task_id, principal, ended)
+        return ended
+
+
+def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[str, Any]:
+    """``response`` as wire JSON if it answers ``request`` (its kind, and a form's schema)."""
+    method = request.get("method")
+    try:
+        answer = parse_answer(method, response)
+        schema = request.get("params", {}).get("requestedSchema")
+        if isinstance(answer, ElicitResult) and answer.action == "accept" and schema is not None:
+            jsonschema.validate(answer.content or {}, schema)
+        return as_wire(answer)
+    except ValidationError as exc:
+        detail = "; ".join(err["msg"] for err in exc.errors()[:3])
+        raise AnswerRejected(key, f"inputResponses[{key!r}] is not an answer to {method}: {detail}") from None
+    except jsonschema.ValidationError as exc:
+        field = ".".join(str(part) for part in exc.absolute_path)
+        where = f" (field {field!r})" if field else ""
+        raise AnswerRejected(
+            key, f"inputResponses[{key!r}] does not fit the requested form{where}: {exc.message}"
+        ) from None
+
+
+def _valid_result(view: TaskView, tool: Tool, value: Any) -> CallToolResult | InputRequiredResult:
+    """The tool's result as a call's, or a tool error when it does not fit the tool's output."""
+    try:
+        return to_call_result(tool, value)
+    except ValidationError:
+        log.exception("task_result_invalid", task_id=view.task_id, tool=tool.name)
+        return tool_error_result(f"Error executing tool {tool.name}")
+
+
+def _size(view: TaskView) -> int:
+    """About how many bytes ``view`` holds: what it carries as JSON, and a little for the rest."""
+    carried = view.result or view.error or view.input_requests
+    return 512 + (len(json.dumps(carried, separators=(",", ":"), default=str)) if carried else 0)
+
+
+def _check_expiry(view: TaskView) -> None:
+    if datetime.now(UTC) > view.created_at + timedelta(milliseconds=view.ttl_ms):
+        raise TaskNotFound("Task has expired")
+
+
+def _running(view: TaskView, published: Any) -> TaskView:
+    if not isinstance(published, Mapping):
+        return view  # started, the workflow has not published anything yet
+    state = Published.model_validate(published)
+    updated = datetime.fromisoformat(state.updated_at)
+    if state.status == "input_required" and state.input_requests:
+        return replace(
+            view,
+            status="input_required",
+            message=state.message,
+            input_requests=state.input_requests,
+            updated_at=updated,
+            answered_bytes=state.answered_bytes,
+        )
+    return replace(view, message=state.message, updated_at=updated, answered_bytes=state.answered_bytes)
+
+
+def _failed(view: TaskView, tool: Tool, exc: WorkflowFailureError) -> TaskView:
+    status, ours = task_ending(exc.cause)
+    if status == "cancelled":
+        return replace(view, status="cancelled")
+    if ours is not None and status == "completed":
+        return replace(view, status="completed", result=as_wire(tool_error_result(ours.message)))
+    if ours is not None:
+        code = ours.details[0] if ours.details and isinstance(ours.details[0], int) else _INTERNAL_ERROR
+        return replace(view, status="failed", error={"code": code, "message": ours.message})
+    # Anything else is a bug or an outage in the tool. The log names the failure's kind only: its
+    # message may quote the tool's arguments or results.
+    log.warning("task_failed", task_id=view.task_id, tool=tool.name, cause=failure_kinds(exc.cause))
+    return replace(
+        view, status="failed", error={"code": _INTERNAL_ERROR, "message": f"Error executing tool {tool.name}"}
+    )
+
+
+def _created(desc: WorkflowExecutionDescription, ttl_ms: int, recorded: Any) -> datetime:
+    """When the task was created: as the API recorded it at the start (the memo is carried into
+    every run), or for a task started before that record, its execution's end less its TTL.
+
+    After the workflow continued as new, ``start_time`` is the latest run's start; the
+    execution's expiration stays where the first start put it (start + ``execution_timeout``).
+    """
+    if isinstance(recorded, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(recorded)
+    expiration = desc.raw_description.workflow_extended_info.execution_expiration_time
+    if expiration.seconds or expiration.nanos:
+        return expiration.ToDatetime(tzinfo=UTC) - timedelta(milliseconds=ttl_ms)
+    return desc.start_time
+
+
+def _maybe_lost(exc: RPCError) -> bool:
+    """Whether a call that failed with ``exc`` may still have taken effect in Temporal."""
+    return exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,286 @@
+"""Asking the person mid-task, from inside a workflow: ``await ask(...)``. Workflow code only.
+
+A long tool's workflow publishes what it waits for in its memo, which Temporal stores with the
+workflow and which ``DescribeWorkflowExecution`` returns with no worker running; so ``tasks/get``
+reads it from any API replica, and a task parked in ``input_required`` holds no worker at all.
+Answers arrive as a signal, which Temporal accepts durably even while every worker is down.
+
+Keys are unique for the task's life (the spec's rule): a name asked again gets a ``-2``, ``-3``...
+suffix. Answers to keys that are not outstanding are ignored, and partial answers are kept until
+the rest arrive. An answer that does not parse is not dropped in silence: its question is asked
+again under a new key, so a client that thinks it answered sees a new question, not a task that
+stays "working".
+
+Whatever this module issues (memo upserts, markers) becomes part of every tool's history. A change
+to *which* commands it issues, or when, must go behind ``workflow.patched``: a task that waits
+for a person while longtools is upgraded replays its history on the new code (the recorded
+histories in ``tests/histories`` check this).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, NoReturn, TypeVar, overload
+
+from pydantic import BaseModel, ValidationError
+from temporalio import workflow
+from temporalio.worker import (
+    ContinueAsNewInput,
+    Interceptor,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from mcp_types import (
+        CreateMessageRequest,
+        CreateMessageResult,
+        ElicitRequest,
+        ElicitResult,
+        ListRootsRequest,
+        ListRootsResult,
+    )
+
+    from longtools.workflows._inputs import Elicited, InputRequest, InputResponse, elicit, parse_answer
+    from longtools.workflows._metrics import CARRIED_MEMO, TOOL_MEMO, first_input_requested, task_start_time
+
+TASK_MEMO = "longtools.task"
+_REASK_PATCH = "longtools.reask-unparsable-answer"
+_MAX_MESSAGE = 2000
+"""Characters of a ``report()`` message kept: the memo is written whole on every change."""
+"""Memo key holding :class:`Published`, the task's state as ``tasks/get`` shows it."""
+ANSWER_SIGNAL = "longtools.answer"
+"""Signal carrying ``{key: InputResponse as wire JSON}``; sent by ``tasks/update`` and MRTR retries."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Published(BaseModel):
+    """What a running long tool shows the world (the memo under :data:`TASK_MEMO`)."""
+
+    status: str = "working"
+    """``working`` or ``input_required``; closed states come from Temporal itself."""
+    message: str | None = None
+    input_requests: dict[str, dict[str, Any]] = {}
+    """Outstanding requests only, as wire JSON."""
+    updated_at: str
+    """ISO 8601, workflow time of the last change."""
+    answered_bytes: int = 0
+    """Bytes of answers (as JSON) the task has received so far; the API refuses answers past its bound."""
+
+
+class _Conversation:
+    """Per-workflow-run bookkeeping of questions and answers (lives on the workflow instance)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, InputRequest] = {}
+        self.answers: dict[str, InputResponse] = {}
+        self.used: set[str] = set()
+        self.counts: dict[str, int] = {}
+        """Per name, the highest suffix its keys used: enough to keep keys unique in the next run."""
+        self.names: dict[str, str] = {}
+        """The name each key was asked under (``ask``'s mapping key)."""
+        self.moved: dict[str, str] = {}
+        """Keys asked again under a new key, because their answer did not parse."""
+        self.message: str | None = None
+        self.answered_bytes = 0
+        self.asked = False
+        """Whether a question was published yet; rebuilt on replay, where metrics are not recorded."""
+
+    def receive(self, responses: Mapping[str, Any]) -> None:
+        self.answered_bytes += len(json.dumps(responses, separators=(",", ":")))
+        reasked = False
+        for key, response in responses.items():
+            request = self.pending.get(key)
+            if request is None or key in self.answers:
+                continue  # unknown or already answered: ignored, as the spec asks
+            try:
+                self.answers[key] = parse_answer(request.method, response)
+            except ValidationError:
+                # The API checks shapes first, so only a mismatch between its version and this one
+                # gets here. Asked again under a new key: the client sees a question, not a hang.
+                if workflow.patched(_REASK_PATCH):
+                    name = self.names.get(key, key)
+                    self.moved[key] = fresh = self.fresh_key(name)
+                    self.names[fresh] = name
+                    self.pending[fresh] = self.pending.pop(key)
+                    reasked = True
+        if reasked:
+            self.publish()
+
+    def current(self, key: str) -> str:
+        """The key a question asked under ``key`` is outstanding under now."""
+        while key in self.moved:
+            key = self.moved[key]
+        return key
+
+    def publish(self) -> None:
+        outstanding = {
+            key: request.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for key, request in self.pending.items()
+            if key not in self.answers
+        }
+        state = Published(
+            status="input_required" if outstanding else "working",
+            message=self.message,
+            input_requests=outstanding,
+            updated_at=workflow.now().isoformat(),
+            answered_bytes=self.answered_bytes,
+        )
+        workflow.upsert_memo({TASK_MEMO: state.model_dump(mode="json")})
+        if outstanding and not self.asked:
+            self.asked = True
+            first_input_requested()
+
+    def fresh_key(self, name: str) -> str:
+        key, n = name, 1
+        while key in self.used:
+            n += 1
+            key = f"{name}-{n}"
+        self.used.add(key)
+        self.counts[name] = max(n, self.counts.get(name, 0))
+        return key
+
+    def carried(self) -> dict[str, Any]:
+        """What the next run needs to go on as the same task (see :class:`CarryConversation`)."""
+        return {
+            "started_at": task_start_time().isoformat(),
+            "keys": self.counts,
+            "message": self.message,
+            "answered_bytes": self.answered_bytes,
+        }
+
+    def resume(self, carried: Mapping[str, Any]) -> None:
+        """Pick up where the previous run of this task left off (it continued as new)."""
+        counts = carried.get("keys")
+        for name, highest in (counts if isinstance(counts, dict) else {}).items():
+            self.counts[name] = int(highest)
+            self.used.update(name if n == 1 else f"{name}-{n}" for n in range(1, int(highest) + 1))
+        message = carried.get("message")
+        self.message = message if isinstance(message, str) else None
+        self.answered_bytes = int(carried.get("answered_bytes") or 0)
+
+
+def _started_conversation() -> _Conversation | None:
+    """The conversation of this workflow run, if it has asked or reported anything yet."""
+    conversation: _Conversation | None = getattr(workflow.instance(), "_longtools_conversation", None)
+    return conversation
+
+
+def _conversation() -> _Conversation:
+    # Kept on the workflow instance, so the tool's class needs no base class or extra handler;
+    # installing the signal handler on first use is deterministic (same point on every replay),
+    # and Temporal buffers signals that arrive before a handler exists.
+    conversation = _started_conversation()
+    if conversation is None:
+        conversation = _Conversation()
+        carried = workflow.memo_value(CARRIED_MEMO, None)
+        if isinstance(carried, Mapping):
+            conversation.resume(carried)
+        workflow.instance()._longtools_conversation = conversation
+        workflow.set_signal_handler(ANSWER_SIGNAL, conversation.receive)
+    return conversation
+
+
+class CarryConversation(Interceptor):
+    """Worker interceptor: a task whose workflow continues as new goes on as the same task.
+
+    Continue-as-new keeps only the memo the task started with, so the next run would forget what
+    the task showed (its progress) and which question keys it used, and could ask a new question
+    under a used key. The memo the run has now, with what ``ask`` needs to go on, is handed to the
+    next run; tool authors call ``workflow.continue_as_new`` as usual.
+    """
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        return _CarryInbound
+
+
+class _CarryInbound(WorkflowInboundInterceptor):
+    def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+        super().init(_CarryOutbound(outbound))
+
+
+class _CarryOutbound(WorkflowOutboundInterceptor):
+    def continue_as_new(self, input: ContinueAsNewInput) -> NoReturn:
+        if workflow.memo_value(TOOL_MEMO, None) is None:  # not a longtools task
+            super().continue_as_new(input)
+        conversation = _started_conversation()
+        memo = dict(workflow.memo())
+        if conversation is not None:
+            memo[CARRIED_MEMO] = conversation.carried()
+        elif CARRIED_MEMO not in memo:
+            memo[CARRIED_MEMO] = {"started_at": task_start_time().isoformat()}
+        input.memo = {**memo, **(input.memo or {})}
+        super().continue_as_new(input)
+
+
+@overload
+async def ask(request: ElicitRequest) -> ElicitResult: ...
+@overload
+async def ask(request: CreateMessageRequest) -> CreateMessageResult: ...
+@overload
+async def ask(request: ListRootsRequest) -> ListRootsResult: ...
+@overload
+async def ask(request: Mapping[str, InputRequest]) -> dict[str, InputResponse]: ...
+
+
+async def ask(request: InputRequest | Mapping[str, InputRequest]) -> InputResponse | dict[str, InputResponse]:
+    """Ask the client and wait (durably, without holding a worker) until every question is answered.
+
+    One request returns its answer; a mapping ``{name: request}`` asks them all at once and returns
+    ``{name: answer}``. The API has already checked each answer's shape against the question; it is
+    parsed again on arrival because the workflow trusts nothing it did not check itself.
+    """
+    conversation = _conversation()
+    named = dict(request) if isinstance(request, Mapping) else {"input": request}
+    keys = {name: conversation.fresh_key(name) for name in named}
+    for name, key in keys.items():
+        conversation.pending[key] = named[name]
+        conversation.names[key] = name
+
+    def answered_now() -> int:
+        return sum(conversation.current(key) in conversation.answers for key in keys.values())
+
+    conversation.publish()
+    answered = 0
+    while answered < len(keys):
+
+        def more_answered(seen: int = answered) -> bool:
+            return answered_now() > seen
+
+        await workflow.wait_condition(more_answered)
+        answered = answered_now()
+        if answered < len(keys):
+            conversation.publish()  # partial answer: show only what is still outstanding
+    keys = {name: conversation.current(key) for name, key in keys.items()}
+    responses = {name: conversation.answers.pop(key) for name, key in keys.items()}
+    for key in keys.values():
+        del conversation.pending[key]
+    conversation.publish()
+    return responses if isinstance(request, Mapping) else responses["input"]
+
+
+async def ask_form(message: str, model: type[M]) -> Elicited[M]:
+    """Ask for a form built from ``model`` and return the answer validated against it."""
+    asking = message
+    while True:
+        answer = await ask(elicit(asking, model))
+        if answer.action != "accept":
+            return Elicited(action=answer.action, content=None)
+        try:
+            return Elicited(action="accept", content=model.model_validate(answer.content or {}))
+        except ValidationError:
+            # The API checked the answer against the form's JSON schema; a model rule the schema
+            # cannot express failed. Ask again (under a new key) rather than fail the whole task.
+            asking = f"That answer was not valid. {message}"
+
+
+def report(message: str | None) -> None:
+    """Set the task's ``statusMessage`` (progress for people polling ``tasks/get``)."""
+    conversation = _conversation()
+    conversation.message = message if message is None else message[:_MAX_MESSAGE]
+    conversation.publish()
