@@ -74,8 +74,11 @@ def _type_name(exc: BaseException) -> str:
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _describe(exc: BaseException) -> str:
-    """The exception's type; a ValidationError adds each error's location and type, never its input."""
+def _describe(exc: BaseException, messages: bool = False) -> str:
+    """The exception's type; a ValidationError adds each error's location and type, never its input.
+    With ``messages`` (LONGTOOLS_LOG_EXCEPTION_MESSAGES, development only), the message too."""
+    if messages:
+        return "".join(traceback.format_exception_only(exc)).strip()
     if not isinstance(exc, ValidationError):
         return _type_name(exc)
     errors = exc.errors(include_url=False, include_context=False, include_input=False)
@@ -114,17 +117,18 @@ def _chain(exc: BaseException) -> list[tuple[BaseException, str | None]]:
     return chain[::-1]
 
 
-def render_exception(exc: BaseException) -> str:
-    """``exc`` as a traceback without any message: types, files, lines and functions only."""
+def render_exception(exc: BaseException, messages: bool = False) -> str:
+    """``exc`` as a traceback without any message: types, files, lines and functions only (with
+    ``messages``, each exception's message too)."""
     lines: list[str] = []
     for item, link in _chain(exc):
         lines.append("Traceback (most recent call last):")
         lines.extend(_frames(item.__traceback__))
-        lines.append(_describe(item))
+        lines.append(_describe(item, messages))
         if isinstance(item, BaseExceptionGroup):
             for index, inner in enumerate(item.exceptions[:_MAX_CHAINED], 1):
                 lines.append(f"+---- {index} ----")
-                lines.extend(f"| {line}" for line in render_exception(inner).splitlines())
+                lines.extend(f"| {line}" for line in render_exception(inner, messages).splitlines())
         if link is not None:
             lines.extend(["", link, ""])
     return "\n".join(lines)
@@ -139,6 +143,17 @@ def _exception_without_values(
     exc = _exception_of(event.pop("exc_info"))
     if exc is not None:
         event["exception"] = render_exception(exc)
+    return event
+
+
+def _exception_with_messages(
+    logger: Any, method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """``_exception_without_values`` with each exception's message (development only)."""
+    if "exc_info" in event:
+        exc = _exception_of(event.pop("exc_info"))
+        if exc is not None:
+            event["exception"] = render_exception(exc, messages=True)
     return event
 
 
@@ -172,7 +187,9 @@ def configure_logging(settings: Settings) -> None:
     )
     timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
     # Rendered by us, for both renderers: structlog's own formatters would print exception messages.
-    tracebacks: list[Any] = [_exception_without_values]
+    tracebacks: list[Any] = [
+        _exception_with_messages if settings.log_exception_messages else _exception_without_values
+    ]
     level = logging.getLevelNamesMapping()[settings.log_level.upper()]
     structlog.configure(
         processors=[

@@ -277,6 +277,12 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Lowest level logged."
     )
+    log_exception_messages: bool = Field(
+        False,
+        description="For development only: log exceptions with their messages (a tool's failures, a "
+        "failed activity's reason). Off by default because a message may quote a tool's arguments, "
+        "answers or results, which the logs otherwise never hold.",
+    )
 
     @field_validator("allowed_hosts", "allowed_origins", "tools", "authorization_servers", mode="before")
     @classmethod

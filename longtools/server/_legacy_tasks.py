@@ -65,7 +65,7 @@ def speaks_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
 def legacy_task_wire(view: TaskView, poll_interval_ms: int) -> dict[str, Any]:
     """``view`` as a 2025-11-25 ``Task``."""
     status: str = view.status
-    message = view.message
+    message = view.status_message
     if status == "completed" and view.result is not None and view.result.get("isError"):
         status = "failed"  # 2025-11-25: a tool result with isError is a failed task
         message = message or _first_text(view.result)
@@ -200,7 +200,7 @@ class LegacyTasks:
                             self._settings.mrtr_wait_s,
                             since=view,
                         )
-                    if view.status != before.status or view.message != before.message:
+                    if view.status != before.status or view.status_message != before.status_message:
                         await _notify_status(ctx, legacy_task_wire(view, self._poll_interval_ms(view)))
                     if self._tasks.stopping and view.status not in TERMINAL:
                         raise MCPError(
@@ -302,7 +302,7 @@ def _moved(before: TaskView, sent: frozenset[str], now: TaskView) -> bool:
     """Whether ``now`` shows something ``before`` did not: another status or message, or a question
     not yet pushed."""
     fresh = set(now.input_requests or {}) - sent
-    return now.status != before.status or now.message != before.message or bool(fresh)
+    return now.status != before.status or now.status_message != before.status_message or bool(fresh)
 
 
 def _first_text(result: Mapping[str, Any]) -> str | None:

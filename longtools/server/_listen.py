@@ -134,7 +134,8 @@ class TaskListens:
         return SubscriptionsListenResult(_meta=meta)
 
     def task_params(self, view: TaskView, meta: dict[str, Any]) -> dict[str, Any]:
-        return {**view.wire(self._poll_interval_ms(view)), "_meta": meta}
+        task = view.wire(self._poll_interval_ms(view))
+        return {**task, "_meta": {**task.get("_meta", {}), **meta}}
 
     def _checked_ids(self, ctx: ServerRequestContext[Any, Any], wanted: Any) -> list[str]:
         if wanted is None:

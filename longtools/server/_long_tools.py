@@ -115,6 +115,8 @@ class _Continuation(BaseModel):
     task: str
     sent: list[str] = []
     """Question keys whose answers were already delivered to the workflow."""
+    shown: float = 0
+    """The last progress value this exchange sent: the next round goes on from it, never back."""
 
 
 def missing_tasks_extension() -> MCPError:
@@ -338,13 +340,22 @@ class LongTools:
         def settled(view: TaskView) -> bool:
             return view.status in TERMINAL or bool(set(view.input_requests or {}) - sent)
 
-        shown: list[str] = []
+        last: str | None = None
 
         async def progress(view: TaskView) -> None:
-            # The workflow's statusMessage, as progress notifications (SSE) while the round is held.
-            if view.message and (not shown or shown[-1] != view.message):
-                shown.append(view.message)
-                await rnd.progress(len(shown), None, view.message)
+            # What the tool reports, as progress notifications (SSE) while the round is held. The
+            # value must grow with each one, across rounds too: the tool's own numbers when it
+            # gives them (a step back waits until they pass the last one sent), else a count.
+            nonlocal state, last
+            if view.status_message is None or view.status_message == last:
+                return
+            last = view.status_message
+            value = state.shown + 1 if view.progress is None else view.progress
+            if value <= state.shown:
+                return
+            state = state.model_copy(update={"shown": value})
+            total = view.total if view.progress is not None else None
+            await rnd.progress(value, total, view.message or view.status_message)
 
         principal = principal_of(ctx)
         try:

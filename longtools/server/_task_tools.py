@@ -156,7 +156,7 @@ class TaskTools:
         return await self._tasks.wait(
             view.task_id,
             principal,
-            lambda now: now.status != "working" or now.message != view.message,
+            lambda now: now.status != "working" or now.status_message != view.status_message,
             self._settings.task_tool_wait_s,
             since=view,
         )
@@ -217,14 +217,14 @@ def _in_words(view: TaskView) -> str:
     lines: list[str] = []
     if view.status == "working":
         lines.append(f"{head} is still working.")
-        if view.message:
-            lines.append(f"Latest news: {view.message}")
+        if view.status_message:
+            lines.append(f"Latest news: {view.status_message}")
         lines.append(f'To follow it, call task_status with taskId "{view.task_id}".')
     elif view.status == "input_required":
         questions = view.input_requests or {}
         lines.append(f"{head} is waiting for an answer to {len(questions)} question(s).")
-        if view.message:
-            lines.append(f"Latest news: {view.message}")
+        if view.status_message:
+            lines.append(f"Latest news: {view.status_message}")
         for key, question in questions.items():
             lines.append("")
             lines.extend(_question(key, question))

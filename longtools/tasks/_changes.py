@@ -40,6 +40,8 @@ _CHANGES = frozenset(
     {
         EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED,
         EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+        # An activity that may report() from its heartbeat: readers take up reading it (TaskView.live).
+        EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
         EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
         EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
         EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,

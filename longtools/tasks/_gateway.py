@@ -51,7 +51,7 @@ from longtools.tasks._changes import Changes, Completion, Mark
 from longtools.tasks._ids import TaskIds
 from longtools.tasks._run_once import ARGS_MEMO
 from longtools.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
-from longtools.workflows import ANSWER_SIGNAL, TASK_MEMO, Published
+from longtools.workflows import ANSWER_SIGNAL, PROGRESS_DETAIL, TASK_MEMO, Progress, Published
 from longtools.workflows._errors import failure_kinds, task_ending
 from longtools.workflows._inputs import parse_answer
 from longtools.workflows._metrics import TOOL_MEMO
@@ -78,6 +78,11 @@ _COUNT_FRESH_S = 1.0
 """How long a principal's count of running tasks is used again, while it is well under the bound:
 a visibility query on every start, under load, took most of a start's time (bench B6)."""
 _VISIBLE_WITHIN_S = 2.0
+PROGRESS_META = "longtools.dev/progress"
+"""``_meta`` key of a task's progress numbers on the wire: ``{"progress": 3, "total": 10}``."""
+_LIVE_READ_S = 1.0
+"""How often a held wait reads a task again whose activity reports progress: heartbeats are not
+history, so no watch sees them (the worker sends one a second at most, see ``build_worker``)."""
 """How long Temporal's visibility may take to show a start, at most (SQL visibility: milliseconds;
 Elasticsearch refreshes every second)."""
 
@@ -127,6 +132,21 @@ class TaskView:
     """Bytes of answers the task has received (never on the wire)."""
     mark: Mark | None = None
     """How far into the workflow's history this view was read (never on the wire)."""
+    progress: float | None = None
+    total: float | None = None
+    live: bool = False
+    """An activity of it is running, whose ``report()`` (a heartbeat) changes no history: no watch
+    sees it, so the view is read again once it is ``_LIVE_READ_S`` old."""
+    read_at: float = 0.0
+    """``time.monotonic()`` when it was read from Temporal (never on the wire)."""
+
+    @property
+    def status_message(self) -> str | None:
+        """The message, with the numbers for clients that show only ``statusMessage``."""
+        if self.progress is None:
+            return self.message
+        numbers = f"{self.progress:g}" + ("" if self.total is None else f"/{self.total:g}")
+        return f"{self.message} ({numbers})" if self.message else numbers
 
     def wire(self, poll_interval_ms: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -137,8 +157,10 @@ class TaskView:
             "ttlMs": self.ttl_ms,
             "pollIntervalMs": poll_interval_ms,
         }
-        if self.message:
-            body["statusMessage"] = self.message
+        if self.status_message:
+            body["statusMessage"] = self.status_message
+        if self.progress is not None:
+            body["_meta"] = {PROGRESS_META: {"progress": self.progress, "total": self.total}}
         if self.status == "input_required":
             body["inputRequests"] = dict(self.input_requests or {})
         if self.result is not None:
@@ -461,6 +483,7 @@ class Tasks:
                 raise TaskNotFound("Task not found")
             current = view.status in TERMINAL or (
                 view.status == "working"
+                and (not view.live or time.monotonic() - view.read_at < _LIVE_READ_S)
                 and view.mark is not None
                 and self._changes.unchanged(task_id, view.mark)
             )
@@ -516,10 +539,43 @@ class Tasks:
         _check_expiry(view)
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
             view = _running(view, memo.get(TASK_MEMO))
+            view = await self._with_activity_progress(view, desc)
         else:
             view = await self._closed(replace(view, updated_at=desc.close_time or created), tool, desc)
         self._know(task_id, principal, view)
         return view
+
+    async def _with_activity_progress(self, view: TaskView, desc: WorkflowExecutionDescription) -> TaskView:
+        """``view`` with what a running activity last ``report()``-ed in its heartbeat, when that
+        is newer than what the workflow published."""
+        running = desc.raw_description.pending_activities
+        if not running:
+            return view
+        view = replace(view, live=True, read_at=time.monotonic())
+        latest: tuple[datetime, Progress] | None = None
+        for pending in running:
+            if not pending.heartbeat_details.payloads or not pending.HasField("last_heartbeat_time"):
+                continue
+            at = pending.last_heartbeat_time.ToDatetime(UTC)
+            if latest is not None and at <= latest[0]:
+                continue
+            details = await self._connection().data_converter.decode(pending.heartbeat_details.payloads)
+            record = details[0] if details and isinstance(details[0], Mapping) else {}
+            if PROGRESS_DETAIL in record:
+                with contextlib.suppress(ValidationError):
+                    latest = (at, Progress.model_validate(record[PROGRESS_DETAIL]))
+        if latest is None:
+            return view
+        at, progress = latest
+        if at < view.updated_at:
+            return view  # the workflow spoke since: its word stands
+        return replace(
+            view,
+            message=progress.message or view.message,
+            progress=progress.progress,
+            total=progress.total,
+            updated_at=at,
+        )
 
     def _know(self, task_id: str, principal: str, view: TaskView) -> None:
         size = _size(view)
@@ -681,15 +737,22 @@ class Tasks:
             left = deadline - loop.time()
             # The deadline is checked here too: a watch may say "changed" more than once for one
             # change (a run it does not know yet), and each answer costs a read.
-            if left <= 0 or not await self._changes.after(task_id, view.mark, left):
+            if left <= 0:
                 return view
+            if not await self._changes.after(
+                task_id, view.mark, min(left, _LIVE_READ_S) if view.live else left
+            ):
+                if not view.live or loop.time() >= deadline:
+                    return view
+                view = await self.read(task_id, principal)  # an activity's progress moves on
+                continue
             view = await self._changed(view, principal)
 
     async def _changed(self, view: TaskView, principal: str) -> TaskView:
         """The task after a change: from what the change published, when that was all it did (no
         call to Temporal), else read again."""
         assert view.mark is not None
-        if view.status in TERMINAL:
+        if view.status in TERMINAL or view.live:  # a live view's activity progress is not history
             return await self.read(view.task_id, principal)
         completed = self._changes.completed(view.task_id, view.mark)
         if completed is not None:
@@ -699,7 +762,16 @@ class Tasks:
             return await self.read(view.task_id, principal)
         mark, payload = upserted
         [published] = await self._connection().data_converter.decode([payload])
-        before = replace(view, status="working", message=None, input_requests=None, mark=mark)
+        before = replace(
+            view,
+            status="working",
+            message=None,
+            input_requests=None,
+            progress=None,
+            total=None,
+            live=False,
+            mark=mark,
+        )
         changed = _running(before, published)
         _check_expiry(changed)
         self._know(view.task_id, principal, changed)
@@ -712,7 +784,10 @@ class Tasks:
         [value] = await self._connection().data_converter.decode(completed.result.payloads, hints)
         result = as_wire(_valid_result(view, tool, value))
         at, mark = completed.at, completed.mark
-        ended = replace(view, status="completed", message=None, result=result, updated_at=at, mark=mark)
+        ended = replace(
+            view, status="completed", message=None, progress=None, total=None, live=False, result=result
+        )
+        ended = replace(ended, updated_at=at, mark=mark)
         self._know(view.task_id, principal, ended)
         return ended
 
@@ -770,8 +845,17 @@ def _running(view: TaskView, published: Any) -> TaskView:
             input_requests=state.input_requests,
             updated_at=updated,
             answered_bytes=state.answered_bytes,
+            progress=state.progress,
+            total=state.total,
         )
-    return replace(view, message=state.message, updated_at=updated, answered_bytes=state.answered_bytes)
+    return replace(
+        view,
+        message=state.message,
+        updated_at=updated,
+        answered_bytes=state.answered_bytes,
+        progress=state.progress,
+        total=state.total,
+    )
 
 
 def _failed(view: TaskView, tool: Tool, exc: WorkflowFailureError) -> TaskView:

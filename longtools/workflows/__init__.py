@@ -21,18 +21,29 @@ from temporalio import workflow
 # first: this one. What it holds is deterministic and keeps no per-workflow state, so the sandbox
 # takes it from the worker, instead of building its models again for every task.
 with workflow.unsafe.imports_passed_through():
-    from longtools.workflows._ask import ANSWER_SIGNAL, TASK_MEMO, Published, ask, ask_form, report
+    from longtools.workflows._ask import (
+        ANSWER_SIGNAL,
+        PROGRESS_DETAIL,
+        TASK_MEMO,
+        Progress,
+        Published,
+        ask,
+        ask_form,
+        report,
+    )
     from longtools.workflows._errors import PROTOCOL_ERROR, TOOL_ERROR, ProtocolError, ToolError
     from longtools.workflows._inputs import Elicited, InputRequest, InputResponse, elicit, list_roots, sample
 
 __all__ = [
     "ANSWER_SIGNAL",
+    "PROGRESS_DETAIL",
     "PROTOCOL_ERROR",
     "TASK_MEMO",
     "TOOL_ERROR",
     "Elicited",
     "InputRequest",
     "InputResponse",
+    "Progress",
     "ProtocolError",
     "Published",
     "ToolError",

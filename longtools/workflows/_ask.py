@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.worker import (
     ContinueAsNewInput,
     Interceptor,
@@ -51,10 +51,20 @@ _REASK_PATCH = "longtools.reask-unparsable-answer"
 _MAX_MESSAGE = 2000
 """Characters of a ``report()`` message kept: the memo is written whole on every change."""
 """Memo key holding :class:`Published`, the task's state as ``tasks/get`` shows it."""
+PROGRESS_DETAIL = "longtools.progress"
+"""Key of the heartbeat detail ``report()`` sends from inside an activity: ``{key: Progress}``."""
 ANSWER_SIGNAL = "longtools.answer"
 """Signal carrying ``{key: InputResponse as wire JSON}``; sent by ``tasks/update`` and MRTR retries."""
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class Progress(BaseModel):
+    """How far a task is, as ``report()`` last said: a message and, optionally, numbers."""
+
+    message: str | None = None
+    progress: float | None = None
+    total: float | None = None
 
 
 class Published(BaseModel):
@@ -69,6 +79,10 @@ class Published(BaseModel):
     """ISO 8601, workflow time of the last change."""
     answered_bytes: int = 0
     """Bytes of answers (as JSON) the task has received so far; the API refuses answers past its bound."""
+    progress: float | None = None
+    """How much of the work is done, in the tool's own unit (``report(progress=...)``)."""
+    total: float | None = None
+    """How much work there is in all, when the tool knows (``report(total=...)``)."""
 
 
 class _Conversation:
@@ -85,6 +99,8 @@ class _Conversation:
         self.moved: dict[str, str] = {}
         """Keys asked again under a new key, because their answer did not parse."""
         self.message: str | None = None
+        self.progress: float | None = None
+        self.total: float | None = None
         self.answered_bytes = 0
         self.asked = False
         """Whether a question was published yet; rebuilt on replay, where metrics are not recorded."""
@@ -128,6 +144,8 @@ class _Conversation:
             input_requests=outstanding,
             updated_at=workflow.now().isoformat(),
             answered_bytes=self.answered_bytes,
+            progress=self.progress,
+            total=self.total,
         )
         workflow.upsert_memo({TASK_MEMO: state.model_dump(mode="json")})
         if outstanding and not self.asked:
@@ -149,6 +167,8 @@ class _Conversation:
             "started_at": task_start_time().isoformat(),
             "keys": self.counts,
             "message": self.message,
+            "progress": self.progress,
+            "total": self.total,
             "answered_bytes": self.answered_bytes,
         }
 
@@ -160,6 +180,9 @@ class _Conversation:
             self.used.update(name if n == 1 else f"{name}-{n}" for n in range(1, int(highest) + 1))
         message = carried.get("message")
         self.message = message if isinstance(message, str) else None
+        progress, total = carried.get("progress"), carried.get("total")
+        self.progress = float(progress) if isinstance(progress, int | float) else None
+        self.total = float(total) if isinstance(total, int | float) else None
         self.answered_bytes = int(carried.get("answered_bytes") or 0)
 
 
@@ -273,14 +296,55 @@ async def ask_form(message: str, model: type[M]) -> Elicited[M]:
             return Elicited(action=answer.action, content=None)
         try:
             return Elicited(action="accept", content=model.model_validate(answer.content or {}))
-        except ValidationError:
+        except ValidationError as exc:
             # The API checked the answer against the form's JSON schema; a model rule the schema
-            # cannot express failed. Ask again (under a new key) rather than fail the whole task.
-            asking = f"That answer was not valid. {message}"
+            # cannot express failed. Ask again (under a new key) rather than fail the whole task,
+            # saying why: the person who answered reads the reason, which is about their answer.
+            asking = f"That answer was not valid: {_reasons(exc)}. {message}"
 
 
-def report(message: str | None) -> None:
-    """Set the task's ``statusMessage`` (progress for people polling ``tasks/get``)."""
+def _reasons(exc: ValidationError) -> str:
+    """Why an answer did not validate, one clause per field: ``when: must be after today``."""
+    clauses = []
+    for error in exc.errors(include_url=False, include_input=False)[:5]:
+        where = ".".join(str(part) for part in error["loc"])
+        why = str(error["msg"]).removeprefix("Value error, ")
+        clauses.append(f"{where}: {why}" if where else why)
+    return "; ".join(clauses)[:500]
+
+
+def report(message: str | None = None, *, progress: float | None = None, total: float | None = None) -> None:
+    """Show how far the task is: its ``statusMessage`` and, with numbers, a progress bar.
+
+    ``progress`` is how much is done and ``total`` how much there is, in any unit (files, steps,
+    bytes); clients show them as progress notifications, ``_meta`` of the task and the message's
+    "(3/10)". Each call replaces what the last one said.
+
+    From workflow code it updates the task's memo (one command; keep it to changes a person
+    cares about, since each is history). From inside an activity it is a heartbeat: nothing is
+    written to history, the API reads it from the activity's heartbeat details, and the activity
+    notices a cancellation by it like by any heartbeat. (An activity that keeps a checkpoint of its
+    own in its heartbeat details replaces this with its next ``activity.heartbeat(checkpoint)``.)
+
+    Raises:
+        ValueError: ``progress`` or ``total`` is negative, or ``progress`` is past ``total``.
+    """
+    if min(progress or 0, total or 0) < 0:
+        raise ValueError(f"report(progress={progress}, total={total}): neither may be negative")
+    if progress is not None and total is not None and progress > total:
+        raise ValueError(f"report(progress={progress}, total={total}): progress is past the total")
+    shown = Progress(
+        message=message if message is None else message[:_MAX_MESSAGE],
+        progress=None if progress is None else float(progress),
+        total=None if total is None else float(total),
+    )
+    if activity.in_activity():
+        activity.heartbeat({PROGRESS_DETAIL: shown.model_dump(mode="json")})
+        return
     conversation = _conversation()
-    conversation.message = message if message is None else message[:_MAX_MESSAGE]
+    conversation.message, conversation.progress, conversation.total = (
+        shown.message,
+        shown.progress,
+        shown.total,
+    )
     conversation.publish()

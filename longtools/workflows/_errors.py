@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from temporalio.exceptions import ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory, CancelledError, FailureError
 
 TOOL_ERROR = "longtools.ToolError"
 PROTOCOL_ERROR = "longtools.ProtocolError"
@@ -24,14 +24,19 @@ class ToolError(ApplicationError):
     """A tool's own, expected failure: the client gets a result with ``isError: true`` and this text."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, type=TOOL_ERROR, non_retryable=True)
+        # BENIGN: an outcome, not a fault; the worker logs it as one (no warning, no traceback).
+        super().__init__(
+            message, type=TOOL_ERROR, non_retryable=True, category=ApplicationErrorCategory.BENIGN
+        )
 
 
 class ProtocolError(ApplicationError):
     """End the call with a JSON-RPC error instead of a result (a task becomes ``failed``)."""
 
     def __init__(self, code: int, message: str) -> None:
-        super().__init__(message, code, type=PROTOCOL_ERROR, non_retryable=True)
+        super().__init__(
+            message, code, type=PROTOCOL_ERROR, non_retryable=True, category=ApplicationErrorCategory.BENIGN
+        )
         self.code = code
 
 
