@@ -80,6 +80,32 @@ def test_values_in_exceptions_and_refused_headers_never_reach_the_log(
         assert any(", in crash\n" in event["exception"] for event in crashed)
 
 
+def test_the_development_setting_logs_a_failed_activity_and_a_crash_with_their_messages(
+    tmp_path: Path,
+) -> None:
+    """Ours (issue 25): LONGTOOLS_LOG_EXCEPTION_MESSAGES=true, for a developer's machine, puts what
+    the default keeps out (above) in the log: why the activity failed, what the tool raised."""
+    env = {
+        "LONGTOOLS_LOG_EXCEPTION_MESSAGES": "true",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    served = start_server(tmp_path, "--no-examples", "--tools", "tests.leaky_tools", env=env)
+    canaries = {kind: _canary(kind) for kind in ("raised", "activity")}
+    try:
+        called = result(
+            post(served.url, "tools/call", {"name": "crash", "arguments": {"text": canaries["raised"]}})
+        )
+        assert called["content"][0]["text"] == "Error executing tool crash"  # the client still gets no detail
+        params = {"name": "failing_activity_job", "arguments": {"text": canaries["activity"]}}
+        assert result(post(served.url, "tools/call", params, caps=TASK_CAPS))["resultType"] == "task"
+        _wait_for_log(served, canaries["activity"])
+    finally:
+        served.stop()
+    failed = [json.loads(line) for line in served.log_text().splitlines() if canaries["activity"] in line]
+    assert any(line["event"].startswith("Completing activity as failed") for line in failed), failed
+    assert canaries["raised"] in served.log_text()
+
+
 # --- the renderer, in process ----------------------------------------------------------------------
 
 
