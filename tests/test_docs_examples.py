@@ -1,9 +1,10 @@
 """The documentation's examples run, and the generated pages match what generates them.
 
 ``docs/writing-tools.md`` holds a complete tool module (the ```python block whose first line is
-``# docs_tools.py``) and a replay test for it (``# test_docs_tools.py``). Both are taken from the
-page as a reader would copy them: the module is loaded by a real ``longtools serve --tools
-docs_tools`` and driven over raw HTTP, and the replay test is run as written.
+``# docs_tools.py``) and two tests of it written with ``longtools.testing``: one with a replay
+(``# test_docs_tools.py``), one on a real server (``# test_docs_tools_served.py``). All are taken
+from the page as a reader would copy them: the module is loaded by a real ``longtools serve
+--tools docs_tools`` and driven over raw HTTP, and the page's tests are run as written.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def example_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("docs_tools")
     page = DOCS / "writing-tools.md"
     (where / "docs_tools.py").write_text(python_block(page, "# docs_tools.py"))
-    (where / "test_docs_tools.py").write_text(python_block(page, "# test_docs_tools.py"))
+    for test in ("test_docs_tools.py", "test_docs_tools_served.py"):
+        (where / test).write_text(python_block(page, f"# {test}"))
     return where
 
 
@@ -236,15 +238,35 @@ def test_without_the_tasks_extension_the_long_tool_runs_in_mrtr_rounds(
     assert _claims(example_dir, description)[0][1] == "submitted"
 
 
-# docs/writing-tools.md: the replay test, run as written ----------------------------------------
+# docs/writing-tools.md: the page's own tests, run as written ------------------------------------
+
+
+def _run_pages_test(example_dir: Path, module_name: str, test: str, tmp_path: Path) -> None:
+    sys.path.insert(0, str(example_dir))
+    try:
+        module = importlib.import_module(module_name)
+        getattr(module, test)(tmp_path)
+    finally:
+        sys.path.remove(str(example_dir))
+        for name in (module_name, "docs_tools"):
+            sys.modules.pop(name, None)
 
 
 def test_the_pages_replay_test_passes(example_dir: Path, tmp_path: Path) -> None:
-    sys.path.insert(0, str(example_dir))
-    try:
-        module = importlib.import_module("test_docs_tools")
-        module.test_approve_expense_pays_once_and_replays_its_history(tmp_path)
-    finally:
-        sys.path.remove(str(example_dir))
-        for name in ("test_docs_tools", "docs_tools"):
-            sys.modules.pop(name, None)
+    _run_pages_test(
+        example_dir, "test_docs_tools", "test_approve_expense_pays_once_and_replays_its_history", tmp_path
+    )
+
+
+def test_the_pages_test_on_a_real_server_passes(example_dir: Path, tmp_path: Path) -> None:
+    test = "test_a_claim_is_filed_approved_and_paid_on_a_real_server"
+    _run_pages_test(example_dir, "test_docs_tools_served", test, tmp_path)
+
+
+def test_the_pages_tests_use_only_public_names() -> None:
+    """No internals of longtools in a test a reader copies: ``longtools.testing`` says it all."""
+    page = DOCS / "writing-tools.md"
+    for test in ("# test_docs_tools.py", "# test_docs_tools_served.py"):
+        text = python_block(page, test)
+        for internal in ("TASK_MEMO", "ANSWER_SIGNAL", "Published", "longtools.workflows", "tests."):
+            assert internal not in text, f"{test} uses {internal}"
