@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["TASKS_EXTENSION"]
+__all__ = ["PROGRESS_META", "TASKS_EXTENSION"]
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 """The Tasks extension's identifier (SEP-2663), as ``capabilities.extensions`` carries it."""
+
+PROGRESS_META: Final = "longtools.dev/progress"
+"""``_meta`` key of a task's progress numbers (``tasks/get``, ``notifications/tasks``):
+``{"progress": 3, "total": 10}``, ``total`` null when the tool does not know it."""

@@ -129,6 +129,19 @@ async def _drive_the_long_tools(start: Start) -> None:
         await busy.result()
 
 
+async def _drive_progress(start: Start, gate: Path) -> None:
+    """tests/progress_tools.py, for either mode: numbers reported by the workflow, then by an
+    activity's heartbeat, each seen in turn (the activity waits for the test between them)."""
+    task = await start("counts", {"gate": str(gate)})
+    building = await task.wait_for(lambda state: state.message == "Building", what="the build")
+    assert (building.progress, building.total) == (1, 2)
+    gate.touch()  # noqa: ASYNC240 - a file the tool waits for
+    built = await task.wait_for(lambda state: state.progress == 2, what="the second step")
+    assert (built.message, built.total) == ("Building", 2)
+    Path(f"{gate}.2").touch()  # noqa: ASYNC240
+    assert (await task.result()).text == "counted"
+
+
 async def test_embedded_drives_a_long_tool_and_replays_it(example_dir: Path, tmp_path: Path) -> None:
     import docs_tools  # type: ignore[import-not-found]  # written by the fixture, from the page
 
@@ -138,7 +151,7 @@ async def test_embedded_drives_a_long_tool_and_replays_it(example_dir: Path, tmp
         expense_id: str = store.submit("ada", description, 4250, docs_tools.Budget.travel).expense_id
         return expense_id
 
-    async with embedded(["docs_tools", "tests.long_tools"], data_dir=tmp_path) as env:
+    async with embedded(["docs_tools", "tests.long_tools", "tests.progress_tools"], data_dir=tmp_path) as env:
         started: list[Task] = []
 
         async def start(tool: str, arguments: dict[str, Any]) -> Task:
@@ -148,6 +161,7 @@ async def test_embedded_drives_a_long_tool_and_replays_it(example_dir: Path, tmp
 
         await _drive_the_example(start, submit)
         await _drive_the_long_tools(start)
+        await _drive_progress(start, tmp_path / "gate")
 
         # Its progress while the two-second transfer runs (each read here is one describe).
         claim = await submit("Train")
@@ -169,7 +183,8 @@ async def test_embedded_drives_a_long_tool_and_replays_it(example_dir: Path, tmp
 
 
 async def test_a_real_server_drives_the_same_long_tool(example_dir: Path, tmp_path: Path) -> None:
-    tools = ["--tools", "docs_tools", "--tools", "tests.long_tools", "--no-examples"]
+    tools = ["--tools", "docs_tools", "--tools", "tests.long_tools", "--tools", "tests.progress_tools"]
+    tools.append("--no-examples")
     async with serve(*tools, pythonpath=[example_dir, ROOT], data_dir=tmp_path) as served:
 
         async def submit(description: str) -> str:
@@ -183,6 +198,7 @@ async def test_a_real_server_drives_the_same_long_tool(example_dir: Path, tmp_pa
 
         await _drive_the_example(start, submit)
         await _drive_the_long_tools(start)
+        await _drive_progress(start, tmp_path / "gate")
         with pytest.raises(NotAsked, match="Which budget pays for 'Fax'"):
             await served.call("submit_expense", {"employee": "ada", "description": "Fax", "amount_cents": 1})
         with pytest.raises(NotATask, match="Invalid arguments"):

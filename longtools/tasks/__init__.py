@@ -18,6 +18,7 @@ from longtools.tasks._gateway import (
     Tasks,
     TaskView,
     TooManyTasks,
+    activity_progress,
     check_answer,
 )
 from longtools.tasks._ids import TaskIds, derive_id
@@ -40,6 +41,7 @@ __all__ = [
     "TaskView",
     "Tasks",
     "TooManyTasks",
+    "activity_progress",
     "args_digest",
     "check_answer",
     "derive_id",

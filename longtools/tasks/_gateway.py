@@ -43,9 +43,11 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
+from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from longtools._protocol import PROGRESS_META
 from longtools._settings import Settings
 from longtools.tasks._changes import Changes, Completion, Mark
 from longtools.tasks._ids import TaskIds
@@ -78,8 +80,6 @@ _COUNT_FRESH_S = 1.0
 """How long a principal's count of running tasks is used again, while it is well under the bound:
 a visibility query on every start, under load, took most of a start's time (bench B6)."""
 _VISIBLE_WITHIN_S = 2.0
-PROGRESS_META = "longtools.dev/progress"
-"""``_meta`` key of a task's progress numbers on the wire: ``{"progress": 3, "total": 10}``."""
 _LIVE_READ_S = 1.0
 """How often a held wait reads a task again whose activity reports progress: heartbeats are not
 history, so no watch sees them (the worker sends one a second at most, see ``build_worker``)."""
@@ -548,27 +548,13 @@ class Tasks:
     async def _with_activity_progress(self, view: TaskView, desc: WorkflowExecutionDescription) -> TaskView:
         """``view`` with what a running activity last ``report()``-ed in its heartbeat, when that
         is newer than what the workflow published."""
-        running = desc.raw_description.pending_activities
-        if not running:
+        if not desc.raw_description.pending_activities:
             return view
         view = replace(view, live=True, read_at=time.monotonic())
-        latest: tuple[datetime, Progress] | None = None
-        for pending in running:
-            if not pending.heartbeat_details.payloads or not pending.HasField("last_heartbeat_time"):
-                continue
-            at = pending.last_heartbeat_time.ToDatetime(UTC)
-            if latest is not None and at <= latest[0]:
-                continue
-            details = await self._connection().data_converter.decode(pending.heartbeat_details.payloads)
-            record = details[0] if details and isinstance(details[0], Mapping) else {}
-            if PROGRESS_DETAIL in record:
-                with contextlib.suppress(ValidationError):
-                    latest = (at, Progress.model_validate(record[PROGRESS_DETAIL]))
-        if latest is None:
-            return view
+        latest = await activity_progress(desc, self._connection().data_converter)
+        if latest is None or latest[0] < view.updated_at:
+            return view  # none, or the workflow spoke since: its word stands
         at, progress = latest
-        if at < view.updated_at:
-            return view  # the workflow spoke since: its word stands
         return replace(
             view,
             message=progress.message or view.message,
@@ -830,6 +816,26 @@ def _size(view: TaskView) -> int:
 def _check_expiry(view: TaskView) -> None:
     if datetime.now(UTC) > view.created_at + timedelta(milliseconds=view.ttl_ms):
         raise TaskNotFound("Task has expired")
+
+
+async def activity_progress(
+    desc: WorkflowExecutionDescription, converter: DataConverter
+) -> tuple[datetime, Progress] | None:
+    """What a running activity of the workflow last ``report()``-ed (a heartbeat), and when: the
+    newest of its pending activities' that carries one."""
+    latest: tuple[datetime, Progress] | None = None
+    for pending in desc.raw_description.pending_activities:
+        if not pending.heartbeat_details.payloads or not pending.HasField("last_heartbeat_time"):
+            continue
+        at = pending.last_heartbeat_time.ToDatetime(UTC)
+        if latest is not None and at <= latest[0]:
+            continue
+        details = await converter.decode(pending.heartbeat_details.payloads)
+        record = details[0] if details and isinstance(details[0], Mapping) else {}
+        if PROGRESS_DETAIL in record:
+            with contextlib.suppress(ValidationError):
+                latest = (at, Progress.model_validate(record[PROGRESS_DETAIL]))
+    return latest
 
 
 def _running(view: TaskView, published: Any) -> TaskView:

@@ -12,7 +12,8 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,7 +27,7 @@ from temporalio.worker import Replayer
 
 from longtools._settings import Settings
 from longtools.tasks import AnswerRejected as _Rejected
-from longtools.tasks import check_answer
+from longtools.tasks import activity_progress, check_answer
 from longtools.temporal import build_worker, temporal_executable
 from longtools.testing._common import (
     AnswerRejected,
@@ -141,7 +142,7 @@ class EmbeddedTask(Task):
             requests = published.get("input_requests") or {}
             questions = {key: Question.from_wire(key, request) for key, request in requests.items()}
             message = published.get("message")
-            return TaskState(
+            state = TaskState(
                 self.task_id,
                 "input_required" if questions else "working",
                 message=message if isinstance(message, str) else None,
@@ -149,6 +150,17 @@ class EmbeddedTask(Task):
                 total=number(published.get("total")),
                 questions=questions,
             )
+            # What a running activity report()-ed (a heartbeat), when newer, as the API shows it.
+            latest = await activity_progress(desc, self._client.data_converter)
+            updated = published.get("updated_at")
+            if latest is not None and (
+                not isinstance(updated, str) or latest[0] >= datetime.fromisoformat(updated)
+            ):
+                shown = latest[1]
+                state = replace(
+                    state, message=shown.message or state.message, progress=shown.progress, total=shown.total
+                )
+            return state
         if desc.status == WorkflowExecutionStatus.CANCELED:
             return TaskState(self.task_id, "cancelled")
         if desc.status in (WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT):

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from longtools._protocol import TASKS_EXTENSION
+from longtools._protocol import PROGRESS_META, TASKS_EXTENSION
 from longtools.testing._common import (
     AnswerRejected,
     NotAsked,
@@ -45,6 +45,7 @@ _URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
 _CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 """What the test client declares: form answers and the Tasks extension."""
 _INVALID_PARAMS = -32602
+_NUMBERS = re.compile(r" ?\([0-9.e+-]+(/[0-9.e+-]+)?\)$")
 _LOG_TAIL = 6000
 
 
@@ -192,6 +193,13 @@ class ServedTask(Task):
         questions = {key: Question.from_wire(key, request) for key, request in requests.items()}
         status = task.get("status")
         message = task.get("statusMessage")
+        meta = task.get("_meta")
+        shown = meta.get(PROGRESS_META) if isinstance(meta, Mapping) else None
+        progress = shown if isinstance(shown, Mapping) else {}
+        if progress and isinstance(message, str):
+            # statusMessage carries the numbers as " (3/10)" for clients that show only it; the
+            # state has them apart, like an embedded task's.
+            message = _NUMBERS.sub("", message) or None
         result = task.get("result")
         error = task.get("error")
         return TaskState(
@@ -200,8 +208,8 @@ class ServedTask(Task):
             if status in ("working", "input_required", "completed", "failed", "cancelled")
             else "working",
             message=message if isinstance(message, str) else None,
-            progress=number(task.get("progress")),
-            total=number(task.get("total")),
+            progress=number(progress.get("progress")),
+            total=number(progress.get("total")),
             questions=questions if status == "input_required" else {},
             result=ToolResult.from_wire(result) if isinstance(result, Mapping) else None,
             error=error if isinstance(error, Mapping) else None,
