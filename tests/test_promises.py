@@ -310,7 +310,7 @@ def test_ask_form_says_an_answer_was_not_valid_once(promises: Served) -> None:
         result(post(promises.url, "tasks/update", update, caps=TASK_CAPS))
     third = wait_for_task(promises.url, task["taskId"], lambda now: "input-3" in now.get("inputRequests", {}))
     message = third["inputRequests"]["input-3"]["params"]["message"]
-    assert message == "That answer was not valid. Why?"
+    assert message == "That answer was not valid: reason: a reason cannot be blank. Why?"
     assert get_task(promises.url, task["taskId"])["status"] == "input_required"
 
 
