@@ -10,17 +10,19 @@ import json
 import os
 import re
 import secrets
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pexpect
 import pytest
 
 from tests.conftest import OWNER_TOKENS, Served, wait_for_line
-from tests.wire import TASKS_EXTENSION, get_task, post, result, wait_for_task
+from tests.wire import TASKS_EXTENSION, eventually, get_task, post, result, wait_for_task
 
 LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
@@ -166,11 +168,13 @@ def test_ctrl_c_during_a_task_offers_to_cancel_it_or_leave_it_running(server: Se
     task_id = child.match.group(1)
     child.sendline("y" if cancel else "")
     if cancel:
-        child.expect("cancel requested")
+        child.expect(f"task {task_id}: cancelled")
         assert _finish(child) == 130
         wait_for_task(server.url, task_id, lambda task: task["status"] == "cancelled")
     else:
-        child.expect(f"keeps running; follow it with: longtools task watch {re.escape(server.url)} {task_id}")
+        child.expect(
+            f"keeps running; follow it with: longtools task watch {re.escape(server.url)} -- {task_id}"
+        )
         assert _finish(child) == 130
         assert get_task(server.url, task_id)["status"] == "working"
         post(server.url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS)
@@ -234,6 +238,14 @@ def test_a_missing_or_refused_token_is_named(owners: Served) -> None:
     assert '"text": "hi"' in ok.stdout
 
 
+def _accepts(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def sdk_server() -> Iterator[str]:
     script = Path(__file__).with_name("sdk_server.py")
@@ -241,7 +253,12 @@ def sdk_server() -> Iterator[str]:
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     try:
-        yield wait_for_line(process, script, re.compile(r"sdk server at (\S+)"), 30)
+        url = wait_for_line(process, script, re.compile(r"sdk server at (\S+)"), 30)
+        # It prints its URL before uvicorn listens: the CLI, quick to start, could come first.
+        address = urlsplit(url)
+        assert address.hostname is not None and address.port is not None
+        eventually(lambda: _accepts(address.hostname or "", address.port or 0), within=30)
+        yield url
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import secrets
 import sys
 import traceback
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from typer._coercion import RuntimeParam
+from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
     from longtools.client import Terminal
@@ -21,7 +23,58 @@ if TYPE_CHECKING:
 # stack), so `longtools call` does not pay for FastAPI and Temporal's worker, nor `serve` for the
 # terminal client.
 
+
+@dataclass(frozen=True)
+class _Verbatim(RuntimeParam):
+    """A ``str``, ``bool`` or ``list[str]`` value kept as click parsed it."""
+
+    annotation: Any
+    parameter_info: Any
+
+    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+        return list(value) if isinstance(value, tuple | list) else value
+
+
+def _verbatim(param: Any) -> None:
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None and descriptor.annotation in (str, bool, list[str]):
+        param._runtime_param = _Verbatim(
+            annotation=descriptor.annotation, parameter_info=descriptor.parameter_info
+        )
+
+
+class _ClientCommand(TyperCommand):
+    """A terminal-client command whose string parameters and flags skip typer's coercion.
+
+    typer 0.29 coerces every value, even ``--help``'s, through a pydantic ``TypeAdapter``: about
+    0.35 s of imports and schema building (``python -X importtime``), most of what was left of
+    ``longtools task get``'s half-second budget (bench/README.md, "The terminal client's
+    start-up"). A string or a flag needs no coercion.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            _verbatim(param)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        _verbatim(option)
+        return option
+
+
+class _Group(TyperGroup):
+    """A group whose ``--help`` flag skips typer's coercion (see ``_ClientCommand``): every command
+    line passes through it."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        _verbatim(option)
+        return option
+
+
 cli = typer.Typer(
+    cls=_Group,
     name="longtools",
     help="An MCP server (2026-07-28, stateless Streamable HTTP) for long-running tools.",
     no_args_is_help=True,
@@ -183,7 +236,11 @@ def codec_server(
 # The terminal client --------------------------------------------------------------------------
 
 _UrlArg = Annotated[str, typer.Argument(help="The server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp.")]
-_TaskIdArg = Annotated[str, typer.Argument(help="The task's id (printed when it started).")]
+_TaskIdArg = Annotated[
+    str, typer.Argument(help="The task's id (printed when it started); put -- before one that starts with -.")
+]
+# An id is data, not an option: a task command takes an unknown "-..." word as its id.
+_TASK_COMMAND = {"ignore_unknown_options": True}
 _TokenOpt = Annotated[
     str | None, typer.Option(envvar="LONGTOOLS_TOKEN", help="Bearer token [env LONGTOOLS_TOKEN].")
 ]
@@ -197,7 +254,9 @@ _AnswerOpt = Annotated[
 ]
 _DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for unexpected errors.")]
 
+
 task_cli = typer.Typer(
+    cls=_Group,
     name="task",
     help="Look at, follow, answer or cancel a task on an MCP server (Tasks extension).",
     no_args_is_help=True,
@@ -206,7 +265,7 @@ task_cli = typer.Typer(
 cli.add_typer(task_cli)
 
 
-@cli.command()
+@cli.command(cls=_ClientCommand)
 def call(
     url: _UrlArg,
     tool: Annotated[str, typer.Argument(help="The tool to call.")],
@@ -224,14 +283,23 @@ def call(
     detach: Annotated[
         bool, typer.Option("--detach", help="If the tool starts a task, print its id and leave it running.")
     ] = False,
+    cancel_on_question: Annotated[
+        bool,
+        typer.Option(
+            "--cancel-on-question",
+            help="Without a terminal, cancel a task that asks what no --answer gives (else it waits).",
+        ),
+    ] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Print the result as raw JSON.")] = False,
     token: _TokenOpt = None,
     debug: _DebugOpt = False,
 ) -> None:
     """Call a tool on any MCP 2026-07-28 server, answering its questions at the prompt.
 
-    A long tool runs as a task: a status line shows it working; Ctrl-C offers to cancel it or to
-    leave it running and print its id.
+    A long tool runs as a task: a status line (or a progress bar) shows it working; Ctrl-C offers
+    to cancel it or to leave it running and print its id. Without a terminal, a task that asks
+    what no --answer gives is left waiting: its id is printed, with the commands that answer or
+    cancel it, and the exit status is 3.
     """
     from longtools import client as _client
 
@@ -245,11 +313,25 @@ def call(
         token=token,
         raw=raw,
         detach=detach,
+        cancel_on_question=cancel_on_question,
     )
     _run_client(lambda terminal: _client.call(request, terminal), debug)
 
 
-@task_cli.command("get")
+@cli.command("tools", cls=_ClientCommand)
+def tools_(
+    url: _UrlArg,
+    raw: Annotated[bool, typer.Option("--raw", help="Print the tools as raw JSON.")] = False,
+    token: _TokenOpt = None,
+    debug: _DebugOpt = False,
+) -> None:
+    """List a server's tools: name, whether a call runs as a task, title or description."""
+    from longtools import client as _client
+
+    _run_client(lambda terminal: _client.tools(url, token, raw, terminal), debug)
+
+
+@task_cli.command("get", context_settings=_TASK_COMMAND, cls=_ClientCommand)
 def task_get(
     url: _UrlArg,
     task_id: _TaskIdArg,
@@ -263,7 +345,7 @@ def task_get(
     _run_client(lambda terminal: _client.task_get(url, task_id, token, raw, terminal), debug)
 
 
-@task_cli.command("watch")
+@task_cli.command("watch", context_settings=_TASK_COMMAND, cls=_ClientCommand)
 def task_watch(
     url: _UrlArg,
     task_id: _TaskIdArg,
@@ -277,7 +359,7 @@ def task_watch(
     _run_client(lambda terminal: _client.task_watch(url, task_id, token, answer or [], terminal), debug)
 
 
-@task_cli.command("answer")
+@task_cli.command("answer", context_settings=_TASK_COMMAND, cls=_ClientCommand)
 def task_answer(
     url: _UrlArg,
     task_id: _TaskIdArg,
@@ -300,20 +382,20 @@ def task_answer(
     )
 
 
-@task_cli.command("cancel")
+@task_cli.command("cancel", context_settings=_TASK_COMMAND, cls=_ClientCommand)
 def task_cancel(url: _UrlArg, task_id: _TaskIdArg, token: _TokenOpt = None, debug: _DebugOpt = False) -> None:
-    """Ask the server to cancel a task."""
+    """Cancel a task, and say whether it was cancelled, had already ended, or is still stopping."""
     from longtools import client as _client
 
     _run_client(lambda terminal: _client.task_cancel(url, task_id, token, terminal), debug)
 
 
-def _run_client(command: Callable[[Terminal], Coroutine[Any, Any, int]], debug: bool) -> NoReturn:
+def _run_client(command: Callable[[Terminal], int], debug: bool) -> NoReturn:
     from longtools import client as _client
 
     terminal = _client.Terminal()
     try:
-        code = asyncio.run(command(terminal))
+        code = command(terminal)
     except KeyboardInterrupt:
         terminal.pause()
         code = 130

@@ -18,14 +18,16 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Final, Literal, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard
 from urllib.parse import urlsplit
 
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.validators import Draft202012Validator
-from mcp_types import ElicitResult
 from rich.console import Console
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from mcp_types import ElicitResult
 
 __all__ = [
     "CHOICE_PROMPT",
@@ -447,7 +449,7 @@ class FormPrompter:
         try:
             action = self._choose()
             if action != "accept":
-                return ElicitResult(action=action)
+                return _elicit_result(action=action)
             while True:
                 content: dict[str, Any] = {}
                 for field in form.fields:
@@ -456,14 +458,14 @@ class FormPrompter:
                         content[field.name] = value
                 why = form.why_not(content)
                 if why is None:
-                    return ElicitResult(action="accept", content=content)
+                    return _elicit_result(action="accept", content=content)
                 # Only reachable through a schema rule no field owns; asking again lets the
                 # user change the answers, and Ctrl-D still cancels.
                 self._error(f"The answers do not fit the form ({why}); starting again")
         except EOFError:
             # input() leaves the cursor after the prompt; end the line before anything else prints.
             self._console.print()
-            return ElicitResult(action="cancel")
+            return _elicit_result(action="cancel")
 
     def _choose(self) -> Literal["accept", "decline", "cancel"]:
         while True:
@@ -588,13 +590,21 @@ def url_prompt(
         while True:
             answer = asker(URL_PROMPT).strip().lower()
             if answer in _TRUE:
-                return ElicitResult(action="accept")
+                return _elicit_result(action="accept")
             if answer in _FALSE:
-                return ElicitResult(action="decline")
+                return _elicit_result(action="decline")
             console.print(Text("! Type y or n.", style="red"), soft_wrap=True)
     except EOFError:
         console.print()
-        return ElicitResult(action="cancel")
+        return _elicit_result(action="cancel")
+
+
+def _elicit_result(action: Literal["accept", "decline", "cancel"], content: Any = None) -> ElicitResult:
+    # Imported here, not above: mcp_types' models take 0.3 s to import, and `longtools call` with
+    # --answer pairs (content_from_pairs) builds its answer without them.
+    from mcp_types import ElicitResult
+
+    return ElicitResult(action=action, content=content)
 
 
 def _heading(console: Console, message: str) -> None:

@@ -1,72 +1,73 @@
-"""``longtools call`` and ``longtools task``: a terminal client for any MCP 2026-07-28 server. CLI process.
+"""``longtools call``, ``longtools tools`` and ``longtools task``: a terminal client for any MCP
+2026-07-28 server. CLI process.
 
-Built on the SDK's ``Client`` (MRTR rounds, header and ``_meta`` stamping) plus the Tasks extension
-(``_follow.py``). A person sees prompts for what a tool asks (``_forms.py``), a status line
-with the elapsed time while a task runs, and the result: text, and ``structuredContent`` as
-JSON. Prompts and status go to stderr, results to stdout, so ``--raw`` output can be piped.
-Every failure a person can cause or meet is one line that says what to do next.
+On the small wire client of ``_wire.py`` (MRTR rounds, the per-request ``_meta`` and headers) plus
+the Tasks extension (``_follow.py``). A person sees prompts for what a tool asks (``_forms.py``),
+a status line with the elapsed time while a task runs, a progress bar when the tool reports how
+far it is, and the result: text, and ``structuredContent`` as JSON. Prompts and status go to
+stderr, results to stdout, so ``--raw`` output can be piped. Every failure a person can cause or
+meet is one line that says what to do next.
+
+What a command does not need it does not import: rich (the status line, the bar, the prompts) only
+when stderr is a terminal, the forms module only when a tool asks something.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import signal
+import shlex
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-from mcp import Client
-from mcp.client.session import ClientRequestContext
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    CallToolResult,
-    DiscoverResult,
-    ElicitRequest,
-    ElicitRequestFormParams,
-    ElicitRequestParams,
-    ElicitResult,
-    ErrorData,
-    Implementation,
-    TextContent,
-)
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import TypeAdapter, ValidationError
-from rich.console import Console
-from rich.status import Status
-from rich.text import Text
-
+from longtools._protocol import TASKS_EXTENSION
 from longtools.client._follow import (
+    FINAL,
     Detached,
     Follower,
+    Task,
     TaskCancelled,
     TaskFailed,
-    TasksExtension,
-    TaskState,
     cancel_task,
     get_task,
     is_not_found,
+    poll_seconds,
     update_task,
 )
-from longtools.client._forms import FormError, FormPrompter, content_from_pairs, missing_required, url_prompt
+from longtools.client._wire import ClientError, Connection, RpcError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+    from rich.status import Status
 
 VERSION = "2026-07-28"
-_CLIENT_INFO = Implementation(name="longtools-cli", version="1")
-_elicit_request: TypeAdapter[ElicitRequest] = TypeAdapter(ElicitRequest)
-
-
-class ClientError(Exception):
-    """A failure a person reads: one line, what happened and what to do next."""
+PROGRESS_META = "longtools.dev/progress"
+"""The key of a task's ``_meta`` (tasks/get, notifications/tasks) with ``{"progress": N, "total": M}``."""
+ELICITATION: dict[str, Any] = {"form": {}, "url": {}}
+PROGRESS_TOKEN = "longtools-cli"
+MAX_QUESTION_ROUNDS = 20
+"""MRTR rounds that ask something, per call: a bound on a server that never stops asking."""
+CANCEL_WAIT_S = 10.0
+"""How long ``task cancel`` waits for the task to reach an end before saying it is still stopping."""
+WAITING_EXIT = 3
+"""``call`` or ``task watch`` left a task waiting for an answer it could not give without a terminal."""
 
 
 class Interrupted(Exception):
     """Ctrl-C at a prompt."""
+
+
+class Unanswered(Exception):
+    """A question no ``--answer`` answers, met without a terminal to ask it at."""
+
+    def __init__(self, message: str, fields: Sequence[str]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = list(fields)
 
 
 @dataclass
@@ -75,104 +76,215 @@ class Terminal:
 
     answers: Mapping[str, str] = field(default_factory=dict)
     """``--answer field=value`` pairs, used for any form whose fields they name."""
-    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False, soft_wrap=True))
-    out: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
     interactive: bool = field(default_factory=lambda: sys.stdin.isatty())
+    live: bool = field(default_factory=lambda: sys.stderr.isatty())
+    """A spinner and a bar on stderr; else a log-like line per change."""
+    _console: Console | None = None
     _status: Status | None = None
+    _bar: Progress | None = None
+    _bar_id: TaskID | None = None
+    _fraction: float = 0.0
+    """The furthest the progress has been: the bar never runs backwards."""
     _started: float = field(default_factory=time.monotonic)
     _last: str = ""
 
-    # The status line -----------------------------------------------------------------------
+    @property
+    def err(self) -> Console:
+        if self._console is None:
+            from rich.console import Console  # 0.1 s: only for the live display and prompts
+
+            self._console = Console(stderr=True, highlight=False, soft_wrap=True)
+        return self._console
+
+    def out(self, text: str) -> None:
+        self.pause()
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def say(self, text: str) -> None:
+        """A line on stderr, below any live display."""
+        self.pause()
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    # The status line and the progress bar ---------------------------------------------------
+
+    def _log(self, line: str) -> None:
+        if line != self._last:  # a log-like line per change when nobody watches a spinner
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+            self._last = line
 
     def show(self, state: str, message: str | None) -> None:
+        if not self.live:
+            self._log(state + (f": {message}" if message else ""))
+            return
+        if self._bar is not None and self._bar_id is not None:
+            self._bar.update(self._bar_id, description=_described(state, message))
+            return
         elapsed = time.monotonic() - self._started
         text = f"{state} · {elapsed:.0f}s" + (f" · {message}" if message else "")
-        if not self.err.is_terminal:
-            line = f"{state}" + (f": {message}" if message else "")
-            if line != self._last:  # a log-like line per change when nobody watches a spinner
-                self.err.print(line)
-                self._last = line
-            return
         if self._status is None:
             self._status = self.err.status(text)
             self._status.start()
         else:
             self._status.update(text)
 
+    def progress(
+        self, progress: float, total: float | None, message: str | None, state: str = "working"
+    ) -> None:
+        if total is None or total <= 0:
+            self.show(state, f"{progress:g}" + (f" · {message}" if message else ""))
+            return
+        self._fraction = max(self._fraction, min(progress / total, 1.0))
+        done = self._fraction * total
+        if not self.live:
+            self._log(f"{state} {done:g}/{total:g}" + (f": {message}" if message else ""))
+            return
+        if self._bar is None:
+            self._start_bar()
+        assert self._bar is not None and self._bar_id is not None
+        self._bar.update(
+            self._bar_id,
+            completed=done,
+            total=total,
+            description=_described(state, message),
+            count=f"{done:g}/{total:g}",
+        )
+
+    def _start_bar(self) -> None:
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        self._bar = Progress(
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[count]}"),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=self.err,
+        )
+        self._bar_id = self._bar.add_task("", total=None, count="")
+        self._bar.start()
+
     def pause(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
+        if self._bar is not None:
+            self._bar.stop()  # its last frame stays on screen; a later update starts a new one
+            self._bar = None
+            self._bar_id = None
 
-    def on_task(self, task: TaskState) -> None:
-        if task.status in ("working", "input_required"):
-            self.show(f"task {task.status}", task.status_message)
+    def on_task(self, task: Task) -> None:
+        status = task["status"]
+        if status not in ("working", "input_required"):
+            return
+        message = task.get("statusMessage")
+        message = message if isinstance(message, str) else None
+        meta = task.get("_meta")
+        reported = meta.get(PROGRESS_META) if isinstance(meta, dict) else None
+        if isinstance(reported, dict) and _is_number(reported.get("progress")):
+            total = reported.get("total")
+            self.progress(
+                reported["progress"], total if _is_number(total) else None, message, f"task {status}"
+            )
+        else:
+            self.show(f"task {status}", message)
 
-    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        self.show("working", message)
+    def on_notification(self, message: Mapping[str, Any]) -> None:
+        params = message.get("params")
+        if not isinstance(params, dict) or message.get("method") != "notifications/progress":
+            return
+        if _is_number(params.get("progress")):
+            total, text = params.get("total"), params.get("message")
+            self.progress(
+                params["progress"],
+                total if _is_number(total) else None,
+                text if isinstance(text, str) else None,
+            )
 
     # Answers ---------------------------------------------------------------------------------
 
-    async def elicit(
-        self, context: ClientRequestContext, params: ElicitRequestParams
-    ) -> ElicitResult | ErrorData:
+    def answer_wire(self, key: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        """An input request (wire JSON) answered; only elicitation is declared."""
+        params = request.get("params")
+        if request.get("method") != "elicitation/create" or not isinstance(params, dict):
+            raise ClientError(f"the server asked for something this client cannot answer ({key})")
         return self.answer_elicitation(params)
 
-    async def answer_wire(self, key: str, request: Mapping[str, Any]) -> Mapping[str, Any]:
-        """A task's input request (wire JSON) answered; only elicitation is declared."""
-        try:
-            params = _elicit_request.validate_python(request).params
-        except ValidationError:
-            raise ClientError(f"the server asked for something this client cannot answer ({key})") from None
-        result = self.answer_elicitation(params)
-        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    def answer_elicitation(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        from longtools.client._forms import (  # only when a tool asks: it loads jsonschema and rich
+            FormError,
+            FormPrompter,
+            content_from_pairs,
+            missing_required,
+            url_prompt,
+        )
 
-    def answer_elicitation(self, params: ElicitRequestParams) -> ElicitResult:
         self.pause()
-        if not isinstance(params, ElicitRequestFormParams):
+        message = str(params.get("message", ""))
+        if params.get("mode") == "url":
             if not self.interactive:
-                raise ClientError(f"the tool needs you to open {params.url}; run this in a terminal")
+                raise ClientError(f"the tool needs you to open {params.get('url')}; run this in a terminal")
             with _prompting():
-                return url_prompt(self.err, params.message, params.url)
-        schema: Mapping[str, Any] = params.requested_schema or {}
+                return _wire_answer(url_prompt(self.err, message, str(params.get("url", ""))))
+        schema = params.get("requestedSchema")
+        schema = schema if isinstance(schema, dict) else {}
         fields = schema.get("properties", {})
         given = {key: value for key, value in self.answers.items() if key in fields}
         if given or not self.interactive:
-            missing = missing_required(schema, given)
-            if not missing:
-                try:
-                    return ElicitResult(action="accept", content=content_from_pairs(schema, given))
-                except FormError as exc:
-                    raise ClientError(f"--answer does not fit {params.message!r}: {exc}") from None
+            try:
+                missing = missing_required(schema, given)
+                if not missing:
+                    return {"action": "accept", "content": content_from_pairs(schema, given)}
+            except FormError as exc:
+                raise ClientError(f"--answer does not fit {message!r}: {exc}") from None
             if not self.interactive:
-                needed = " ".join(f"--answer {name}=..." for name in missing)
-                raise ClientError(f"the tool asks {params.message!r}; answer it with {needed}")
+                raise Unanswered(message, [*given, *missing])
         try:
             with _prompting():
-                return FormPrompter(self.err).prompt(params.message, schema)
+                return _wire_answer(FormPrompter(self.err).prompt(message, schema))
         except FormError as exc:
             raise ClientError(f"the tool asks with a form this client cannot show: {exc}") from None
 
     # Results ---------------------------------------------------------------------------------
 
-    def result(self, result: CallToolResult, raw: bool) -> int:
+    def result(self, result: Mapping[str, Any], raw: bool) -> int:
         """Print a tool's result; the exit code is 1 for a tool error."""
-        self.pause()
+        failed = result.get("isError") is True
         if raw:
-            self.out.print(result.model_dump_json(by_alias=True, exclude_none=True), markup=False)
-            return 1 if result.is_error else 0
-        structured = result.structured_content
-        for block in result.content:
-            if isinstance(block, TextContent):
-                if structured is not None and _same_json(block.text, structured):
+            self.out(json.dumps(result, ensure_ascii=False, separators=(",", ":")))
+            return 1 if failed else 0
+        structured = result.get("structuredContent")
+        content = result.get("content")
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                if structured is not None and _same_json(block["text"], structured):
                     continue  # the text form of structuredContent, shown below as JSON
-                target = self.err if result.is_error else self.out
-                target.print(block.text, markup=False)
+                (self.say if failed else self.out)(block["text"])
             else:
-                self.out.print(f"[{block.type} content]", markup=False)
+                self.out(f"[{block.get('type')} content]")
         if structured is not None:
-            self.out.print(json.dumps(structured, indent=2, ensure_ascii=False), markup=False)
-        return 1 if result.is_error else 0
+            self.out(json.dumps(structured, indent=2, ensure_ascii=False))
+        return 1 if failed else 0
+
+
+def _described(state: str, message: str | None) -> str:
+    return state + (f" · {message}" if message else "")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _wire_answer(result: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return answer
 
 
 def _same_json(text: str, value: Any) -> bool:
@@ -184,119 +296,24 @@ def _same_json(text: str, value: Any) -> bool:
 
 @contextlib.contextmanager
 def _prompting() -> Iterator[None]:
-    """Ctrl-C at a prompt interrupts it at once (asyncio's own handler would wait for the input)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    """Ctrl-C or Ctrl-D at a prompt interrupts it (one exception for the command to handle)."""
     try:
         yield
     except (KeyboardInterrupt, EOFError):
         raise Interrupted from None
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-# Connecting -------------------------------------------------------------------------------------
-
-
-def _headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-async def probe(url: str, token: str | None) -> DiscoverResult:
-    """``server/discover`` by hand first: its HTTP status tells a wrong URL, a missing token or a
-    server that is down apart, which the SDK client reports as one generic error."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": VERSION,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": _CLIENT_INFO.model_dump(),
-            }
-        },
-    }
-    headers = {
-        **_headers(token),
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": VERSION,
-        "mcp-method": "server/discover",
-    }
-    try:
-        async with httpx2.AsyncClient(timeout=10) as http:
-            response = await http.post(url, json=body, headers=headers)
-    except httpx2.InvalidURL:
-        raise ClientError(
-            f"{url} is not a URL; give the server's MCP endpoint, e.g. http://host:8000/mcp"
-        ) from None
-    except httpx2.ConnectError:
-        raise ClientError(f"cannot connect to {url}: is the server running?") from None
-    except httpx2.TimeoutException:
-        raise ClientError(f"{url} did not answer within 10 s") from None
-    except httpx2.HTTPError as exc:
-        raise ClientError(f"cannot talk to {url}: {exc}") from None
-    if response.status_code == 401:
-        if token:
-            raise ClientError("the server refused the token (HTTP 401); check --token or LONGTOOLS_TOKEN")
-        raise ClientError("the server needs a token (HTTP 401); pass --token or set LONGTOOLS_TOKEN")
-    if response.status_code == 403:
-        raise ClientError("the server refused this request (HTTP 403): the token lacks a permission it needs")
-    if response.status_code in (404, 405):
-        raise ClientError(f"no MCP endpoint at {url} (HTTP {response.status_code}); it usually ends in /mcp")
-    if response.status_code == 421:
-        raise ClientError("the server does not accept this host name (HTTP 421); use the name it serves")
-    try:
-        payload = _last_message(response)
-    except ValueError:
-        raise ClientError(f"{url} did not answer as an MCP server (HTTP {response.status_code})") from None
-    error = payload.get("error")
-    if isinstance(error, dict):
-        if error.get("code") == -32022:
-            offered = ", ".join((error.get("data") or {}).get("supported", [])) or "none"
-            raise ClientError(f"the server does not speak MCP {VERSION} (it offers: {offered})")
-        raise ClientError(f"the server refused server/discover: {error.get('message')}")
-    try:
-        return DiscoverResult.model_validate(payload.get("result"))
-    except ValidationError:
-        raise ClientError(f"{url} did not answer server/discover as MCP {VERSION} describes") from None
-
-
-def _last_message(response: httpx2.Response) -> dict[str, Any]:
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
-        if not data:
-            raise ValueError("no event")
-        decoded = json.loads(data[-1])
-    else:
-        decoded = response.json()
-    if not isinstance(decoded, dict):
-        raise ValueError("not an object")
-    return decoded
-
-
-@asynccontextmanager
-async def mcp_session(
-    url: str, token: str | None, terminal: Terminal, *, tasks: bool
-) -> AsyncIterator[tuple[Client, Follower, DiscoverResult]]:
-    discover = await probe(url, token)
-    if VERSION not in discover.supported_versions or VERSION not in MODERN_PROTOCOL_VERSIONS:
-        raise ClientError(f"the server does not speak MCP {VERSION}")
-    follower = Follower(answer=terminal.answer_wire, on_update=terminal.on_task)
-    http = httpx2.AsyncClient(headers=_headers(token), timeout=httpx2.Timeout(30, read=300))
-    client = Client(
-        streamable_http_client(url, http_client=http),
-        mode=VERSION,
-        prior_discover=discover,
-        client_info=_CLIENT_INFO,
-        elicitation_callback=terminal.elicit,
-        extensions=[TasksExtension(follower)] if tasks else None,
-        cache=None,
-    )
-    async with http, client:
-        yield client, follower, discover
 
 
 # Commands ---------------------------------------------------------------------------------------
+
+
+def _capabilities(tasks: bool) -> dict[str, Any]:
+    caps: dict[str, Any] = {"elicitation": ELICITATION}
+    if tasks:
+        caps["extensions"] = {TASKS_EXTENSION: {}}
+    return caps
+
+
+TASK_CAPS = _capabilities(tasks=True)
 
 
 @dataclass
@@ -310,145 +327,316 @@ class CallRequest:
     token: str | None
     raw: bool
     detach: bool = False
+    cancel_on_question: bool = False
 
 
-async def call(request: CallRequest, terminal: Terminal) -> int:
+def call(request: CallRequest, terminal: Terminal) -> int:
     terminal.answers = _pairs(request.answers, "--answer")
     if request.detach and not request.task:
         raise ClientError("--detach needs the tasks extension; drop --no-task")
-    async with mcp_session(request.url, request.token, terminal, tasks=request.task) as (client, follower, _):
-        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        tool = listed.get(request.tool)
-        if tool is None:
-            known = ", ".join(sorted(listed)) or "none"
-            raise ClientError(f"the server has no tool {request.tool!r} (it has: {known})")
-        arguments = _arguments(tool.input_schema, request.pairs, request.json_args)
-        follower.detach = request.detach
-        try:
-            result = await client.call_tool(request.tool, arguments, progress_callback=terminal.progress)
-        except Detached as detached:
-            terminal.out.print(detached.task_id, markup=False)
-            return 0
-        except asyncio.CancelledError:
-            _uncancel()
-            return await _interrupted(client, follower, terminal, request.url)
-        except Interrupted:
-            return await _interrupted(client, follower, terminal, request.url)
+    caps = _capabilities(request.task)
+    connection = Connection(request.url, request.token)
+    listed = {tool.get("name"): tool for tool in _list_tools(connection, caps)}
+    tool = listed.get(request.tool)
+    if tool is None:
+        known = ", ".join(sorted(str(name) for name in listed)) or "none"
+        raise ClientError(f"the server has no tool {request.tool!r} (it has: {known})")
+    schema = tool.get("inputSchema")
+    arguments = _arguments(schema if isinstance(schema, dict) else {}, request.pairs, request.json_args)
+    follower = Follower(answer=terminal.answer_wire, on_update=terminal.on_task, detach=request.detach)
+    try:
+        result = _call_rounds(connection, request.tool, arguments, caps, terminal, follower)
+    except Detached as detached:
+        terminal.out(detached.task_id)
+        return 0
+    except (KeyboardInterrupt, Interrupted):
+        return _interrupted(connection, follower, terminal, request.url)
+    except Unanswered as unanswered:
+        if follower.current is None:  # an MRTR question: nothing is left waiting on the server
+            needed = " ".join(f"--answer {name}=..." for name in unanswered.fields)
+            raise ClientError(f"the tool asks {unanswered.message!r}; answer it with {needed}") from None
+        return _left_waiting(connection, follower.current, unanswered, request.url, terminal, request)
     return terminal.result(result, request.raw)
 
 
-async def _interrupted(client: Client, follower: Follower, terminal: Terminal, url: str) -> int:
+def _call_rounds(
+    connection: Connection,
+    name: str,
+    arguments: Mapping[str, Any],
+    caps: Mapping[str, Any],
+    terminal: Terminal,
+    follower: Follower,
+) -> dict[str, Any]:
+    """``tools/call`` to its final result: MRTR rounds answered, a task followed."""
+    params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
+    asked_rounds = 0
+    waits = 0
+    while True:
+        result = connection.request(
+            "tools/call", params, caps, notify=terminal.on_notification, progress_token=PROGRESS_TOKEN
+        )
+        kind = result.get("resultType", "complete")
+        if kind == "complete":
+            return result
+        if kind == "task" and isinstance(result.get("taskId"), str):
+            if follower.detach:
+                raise Detached(result["taskId"])
+            poll = result.get("pollIntervalMs")
+            return follower.follow(
+                connection, result["taskId"], caps, poll if isinstance(poll, int) else None
+            )
+        if kind != "input_required":
+            raise ClientError(
+                f"the server answered tools/call with resultType {kind!r}, which MCP does not define"
+            )
+        requests = result.get("inputRequests")
+        requests = requests if isinstance(requests, dict) else {}
+        params = {"name": name, "arguments": dict(arguments)}
+        if requests:
+            asked_rounds += 1
+            if asked_rounds > MAX_QUESTION_ROUNDS:
+                raise ClientError(
+                    f"the tool asked more than {MAX_QUESTION_ROUNDS} rounds of questions; giving up"
+                )
+            params["inputResponses"] = {
+                key: terminal.answer_wire(key, value)
+                for key, value in requests.items()
+                if isinstance(value, dict)
+            }
+            waits = 0
+        else:
+            # "Not yet": the server held the round while the work ran; back off briefly (as the
+            # SDK's client does) in case it answered at once.
+            time.sleep(min(0.05 * 2**waits, 0.25))
+            waits += 1
+        state = result.get("requestState")
+        if isinstance(state, str):
+            params["requestState"] = state
+
+
+def _left_waiting(
+    connection: Connection,
+    task_id: str,
+    unanswered: Unanswered,
+    url: str,
+    terminal: Terminal,
+    request: CallRequest | None,
+) -> int:
+    """A task asks what no ``--answer`` gives, with no terminal to ask at: cancel it (when told
+    to), or leave it waiting and say how to answer it or cancel it."""
+    if request is not None and request.cancel_on_question:
+        outcome = _cancel(connection, task_id)
+        raise ClientError(f"task {task_id} asks {unanswered.message!r} (--cancel-on-question): {outcome}")
+    fields = " ".join(f"{name}=..." for name in unanswered.fields)
+    terminal.out(task_id)
+    terminal.say(
+        f"longtools: task {task_id} waits for an answer to {unanswered.message!r}; answer it with: "
+        f"longtools task answer {shlex.quote(url)} -- {task_id} {fields}   or cancel it with: "
+        f"longtools task cancel {shlex.quote(url)} -- {task_id}"
+    )
+    return WAITING_EXIT
+
+
+def _interrupted(connection: Connection, follower: Follower, terminal: Terminal, url: str) -> int:
     """Ctrl-C: a running task may be cancelled on the server or left running (its id is printed)."""
     terminal.pause()
     task_id = follower.current
     if task_id is None:
-        terminal.err.print("interrupted")
+        terminal.say("interrupted")
         return 130
     cancel = False
     if terminal.interactive:
         with contextlib.suppress(Interrupted), _prompting():
+            from rich.text import Text
+
             # Text, not a str: rich would read "[y/N]" as markup and drop it.
             reply = terminal.err.input(Text(f"Cancel task {task_id} on the server? [y/N] ")).strip().lower()
             cancel = reply in ("y", "yes")
     if cancel:
-        await cancel_task(client.session, task_id)
-        terminal.err.print(f"task {task_id}: cancel requested")
+        terminal.say(_cancel(connection, task_id))
         return 130
-    terminal.err.print(f"task {task_id} keeps running; follow it with: longtools task watch {url} {task_id}")
+    terminal.say(
+        f"task {task_id} keeps running; follow it with: longtools task watch {shlex.quote(url)} -- {task_id}"
+    )
     return 130
 
 
-def _uncancel() -> None:
-    # Ctrl-C cancelled this task (asyncio.run's handler); it is handled here, so later awaits work.
-    current = asyncio.current_task()
-    if current is not None:
-        current.uncancel()
-
-
-async def task_get(url: str, task_id: str, token: str | None, raw: bool, terminal: Terminal) -> int:
-    async with mcp_session(url, token, terminal, tasks=True) as (client, _, _):
-        task = await _get(client, task_id)
+def tools(url: str, token: str | None, raw: bool, terminal: Terminal) -> int:
+    """The server's tools: name, whether a call runs as a task, title or description."""
+    listed = _list_tools(Connection(url, token), TASK_CAPS)
     if raw:
-        terminal.out.print(task.model_dump_json(by_alias=True, exclude_none=True), markup=False)
+        terminal.out(json.dumps(listed, ensure_ascii=False, separators=(",", ":")))
         return 0
-    line = f"task {task.task_id}: {task.status}" + (
-        f" ({task.status_message})" if task.status_message else ""
-    )
-    terminal.out.print(line, markup=False)
-    for key, question in (task.input_requests or {}).items():
-        message = (question.get("params") or {}).get("message", "")
-        terminal.out.print(f"  asks [{key}]: {message}", markup=False)
-    if task.status == "completed" and task.result is not None:
-        return terminal.result(CallToolResult.model_validate(task.result), raw=False)
-    if task.status == "failed" and task.error is not None:
-        terminal.out.print(f"  error {task.error.get('code')}: {task.error.get('message')}", markup=False)
+    if not listed:
+        terminal.out("the server has no tools")
+        return 0
+    rows = [("TOOL", "TASK", "DESCRIPTION")]
+    rows += [(str(tool.get("name")), _runs_as(tool), _summary(tool)) for tool in listed]
+    width = max(len(name) for name, _, _ in rows)
+    for name, runs, summary in rows:
+        terminal.out(f"{name:<{width}}  {runs:<4}  {summary}".rstrip())
     return 0
 
 
-async def task_watch(
-    url: str, task_id: str, token: str | None, answers: Sequence[str], terminal: Terminal
-) -> int:
+def _runs_as(tool: Mapping[str, Any]) -> str:
+    """``execution.taskSupport`` as a word: "yes" (required or optional: this client declares the
+    extension), "no" (forbidden), "-" (not said: at 2026-07-28 a server decides per call)."""
+    execution = tool.get("execution")
+    support = execution.get("taskSupport") if isinstance(execution, dict) else None
+    return {"required": "yes", "optional": "yes", "forbidden": "no"}.get(str(support), "-")
+
+
+def _summary(tool: Mapping[str, Any]) -> str:
+    for key in ("title", "description"):
+        text = tool.get(key)
+        if isinstance(text, str) and text.strip():
+            return text.strip().splitlines()[0]
+    return ""
+
+
+def _list_tools(connection: Connection, caps: Mapping[str, Any]) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    params: dict[str, Any] = {}
+    for _ in range(100):  # pages; a bound on a server whose cursor never ends
+        page = connection.request("tools/list", params, caps)
+        listed = page.get("tools")
+        tools.extend(tool for tool in (listed if isinstance(listed, list) else []) if isinstance(tool, dict))
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            break
+        params = {"cursor": cursor}
+    return tools
+
+
+def task_get(url: str, task_id: str, token: str | None, raw: bool, terminal: Terminal) -> int:
+    task = _get(Connection(url, token), task_id)
+    if raw:
+        terminal.out(json.dumps(task, ensure_ascii=False, separators=(",", ":")))
+        return 0
+    message = task.get("statusMessage")
+    terminal.out(
+        f"task {task.get('taskId', task_id)}: {task['status']}" + (f" ({message})" if message else "")
+    )
+    for key, question in _asked(task).items():
+        params = question.get("params")
+        text = params.get("message", "") if isinstance(params, dict) else ""
+        terminal.out(f"  asks [{key}]: {text}")
+    if task["status"] == "completed" and isinstance(task.get("result"), dict):
+        return terminal.result(task["result"], raw=False)
+    error = task.get("error")
+    if task["status"] == "failed" and isinstance(error, dict):
+        terminal.out(f"  error {error.get('code')}: {error.get('message')}")
+    return 0
+
+
+def task_watch(url: str, task_id: str, token: str | None, answers: Sequence[str], terminal: Terminal) -> int:
     terminal.answers = _pairs(answers, "--answer")
-    async with mcp_session(url, token, terminal, tasks=True) as (client, follower, _):
-        try:
-            result = await follower.follow(client.session, task_id)
-        except asyncio.CancelledError:
-            _uncancel()
-            return await _interrupted(client, follower, terminal, url)
-        except Interrupted:
-            return await _interrupted(client, follower, terminal, url)
-        except MCPError as exc:
-            raise _task_error(exc, task_id) from None
+    connection = Connection(url, token)
+    follower = Follower(answer=terminal.answer_wire, on_update=terminal.on_task)
+    try:
+        result = follower.follow(connection, task_id, TASK_CAPS)
+    except (KeyboardInterrupt, Interrupted):
+        return _interrupted(connection, follower, terminal, url)
+    except Unanswered as unanswered:
+        return _left_waiting(connection, task_id, unanswered, url, terminal, None)
+    except RpcError as exc:
+        raise _task_error(exc, task_id) from None
     return terminal.result(result, raw=False)
 
 
-async def task_answer(
+def task_answer(
     url: str, task_id: str, token: str | None, pairs: Sequence[str], raw_json: str | None, terminal: Terminal
 ) -> int:
-    async with mcp_session(url, token, terminal, tasks=True) as (client, _, _):
-        task = await _get(client, task_id)
-        asked = task.input_requests or {}
-        if task.status != "input_required" or not asked:
-            raise ClientError(f"task {task_id} is {task.status} and asks nothing")
-        if raw_json is not None:
-            responses = _json_object(raw_json, "--json")
-        else:
-            terminal.answers = _pairs(pairs, "answer")
-            terminal.interactive = False
-            responses = {key: await terminal.answer_wire(key, request) for key, request in asked.items()}
+    connection = Connection(url, token)
+    task = _get(connection, task_id)
+    asked = _asked(task)
+    if task["status"] != "input_required" or not asked:
+        raise ClientError(f"task {task_id} is {task['status']} and asks nothing")
+    if raw_json is not None:
+        responses = _json_object(raw_json, "--json")
+        unknown = sorted(set(responses) - set(asked))
+        if unknown:
+            raise ClientError(
+                f"task {task_id} does not ask {', '.join(unknown)}; it asks: {', '.join(sorted(asked))}"
+            )
+    else:
+        terminal.answers = _pairs(pairs, "answer")
+        terminal.interactive = False
+        fields = {name for request in asked.values() for name in _fields(request)}
+        unknown = sorted(set(terminal.answers) - fields)
+        if unknown:
+            known = ", ".join(sorted(fields)) or "none"
+            raise ClientError(f"task {task_id} asks no field {', '.join(unknown)}; it asks: {known}")
         try:
-            await update_task(client.session, task_id, responses)
-        except MCPError as exc:
-            raise ClientError(f"the server refused the answer: {exc.error.message}") from None
-        after = await _get(client, task_id)
-    terminal.out.print(
-        f"answered {', '.join(sorted(responses))}; task {task_id} is {after.status}", markup=False
-    )
-    return 0
-
-
-async def task_cancel(url: str, task_id: str, token: str | None, terminal: Terminal) -> int:
-    async with mcp_session(url, token, terminal, tasks=True) as (client, _, _):
-        await _get(client, task_id)
-        await cancel_task(client.session, task_id)
-        after = await _get(client, task_id)
-    terminal.out.print(f"task {task_id}: {after.status}", markup=False)
-    return 0
-
-
-async def _get(client: Client, task_id: str) -> TaskState:
+            responses = {key: terminal.answer_wire(key, request) for key, request in asked.items()}
+        except Unanswered as unanswered:
+            needed = " ".join(f"{name}=..." for name in unanswered.fields)
+            raise ClientError(
+                f"task {task_id} asks {unanswered.message!r}; answer it with {needed}"
+            ) from None
     try:
-        return await get_task(client.session, task_id)
-    except MCPError as exc:
+        update_task(connection, task_id, responses, TASK_CAPS)
+    except RpcError as exc:
+        raise ClientError(f"the server refused the answer: {exc.message}") from None
+    after = _get(connection, task_id)
+    terminal.out(f"answered {', '.join(sorted(responses))}; task {task_id} is {after['status']}")
+    return 0
+
+
+def task_cancel(url: str, task_id: str, token: str | None, terminal: Terminal) -> int:
+    terminal.out(_cancel(Connection(url, token), task_id))
+    return 0
+
+
+def _cancel(connection: Connection, task_id: str) -> str:
+    """Cancel a task and say what became of it, from its state after the cancel (waited for, with
+    a bound): cancellation is cooperative, and a task may end another way first."""
+    before = _get(connection, task_id)
+    if before["status"] in FINAL:
+        return f"task {task_id}: already {before['status']}; nothing cancelled"
+    try:
+        cancel_task(connection, task_id, TASK_CAPS)
+    except RpcError as exc:
+        raise _task_error(exc, task_id) from None
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while True:
+        after = _get(connection, task_id)
+        if after["status"] == "cancelled":
+            return f"task {task_id}: cancelled"
+        if after["status"] in FINAL:
+            return f"task {task_id}: already {after['status']}; nothing cancelled"
+        if time.monotonic() >= deadline:
+            return f"task {task_id}: cancel requested; the task is still stopping"
+        time.sleep(min(poll_seconds(after), 0.25, max(deadline - time.monotonic(), 0)))
+
+
+def _asked(task: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    asked = task.get("inputRequests")
+    if not isinstance(asked, dict):
+        return {}
+    return {key: value for key, value in asked.items() if isinstance(value, dict)}
+
+
+def _fields(request: Mapping[str, Any]) -> list[str]:
+    params = request.get("params")
+    schema = params.get("requestedSchema") if isinstance(params, dict) else None
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return list(properties) if isinstance(properties, dict) else []
+
+
+def _get(connection: Connection, task_id: str) -> Task:
+    try:
+        return get_task(connection, task_id, TASK_CAPS)
+    except RpcError as exc:
         raise _task_error(exc, task_id) from None
 
 
-def _task_error(exc: MCPError, task_id: str) -> ClientError:
+def _task_error(exc: RpcError, task_id: str) -> ClientError:
     if is_not_found(exc):
         return ClientError(f"task {task_id} not found: unknown, expired, or started by someone else")
-    if exc.error.code == -32021:
+    if exc.code == -32021:
         return ClientError("the server does not support the tasks extension")
-    return ClientError(f"the server refused the request: {exc.error.message}")
+    return ClientError(f"the server refused the request: {exc.message}")
 
 
 def explain(exc: BaseException) -> str | None:
@@ -459,12 +647,10 @@ def explain(exc: BaseException) -> str | None:
         return f"the task failed: {exc.error.get('message', 'no message')} (error {exc.error.get('code')})"
     if isinstance(exc, TaskCancelled):
         return f"task {exc.task_id} was cancelled"
-    if isinstance(exc, MCPError):
-        return f"the server refused the call: {exc.error.message} (error {exc.error.code})"
-    if isinstance(exc, httpx2.HTTPError | OSError):
+    if isinstance(exc, RpcError):
+        return f"the server refused the call: {exc.message} (error {exc.code})"
+    if isinstance(exc, OSError):
         return f"the connection to the server failed: {exc}"
-    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        return explain(exc.exceptions[0])
     return None
 
 
@@ -494,9 +680,11 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
 def _arguments(schema: Mapping[str, Any], pairs: Sequence[str], json_args: str | None) -> dict[str, Any]:
     """``key=value`` pairs typed by the tool's inputSchema, over the ``--json`` object."""
     arguments = _json_object(json_args, "--json") if json_args is not None else {}
-    properties: Mapping[str, Any] = schema.get("properties", {})
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
     for key, value in _pairs(pairs, "argument").items():
-        arguments[key] = _typed(key, value, properties.get(key, {}))
+        prop = properties.get(key)
+        arguments[key] = _typed(key, value, prop if isinstance(prop, dict) else {})
     return arguments
 
 

@@ -1,0 +1,206 @@
+"""The terminal client's commands as a script or a person meets them (issue 25): what they load,
+task ids that look like options, a question met without a terminal, what ``task cancel`` and
+``task answer`` report, ``longtools tools``, and the progress bar.
+
+Each drives the real ``longtools`` CLI against the session's real ``longtools serve``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from longtools.client import Terminal
+from tests.conftest import Served
+from tests.test_terminal_client import ENV, LONGTOOLS, TASK_CAPS, _finish, _run, _spawn
+from tests.wire import get_task, post, result, wait_for_task
+
+HEAVY = ("mcp", "mcp_types", "pydantic", "httpx", "httpx2", "anyio", "rich", "jsonschema", "temporalio")
+"""What a plain ``task get`` or ``call`` of a quick tool must not load: each costs 0.05-0.9 s."""
+
+
+def _start(url: str, tool: str, arguments: dict[str, Any]) -> str:
+    task = result(post(url, "tools/call", {"name": tool, "arguments": arguments}, caps=TASK_CAPS))
+    return str(task["taskId"])
+
+
+def _asking(url: str) -> str:
+    """A task waiting for its one question (confirm_delete: "Delete NAME?", a boolean confirm)."""
+    task_id = _start(url, "confirm_delete", {"filename": f"f-{secrets.token_hex(3)}.txt"})
+    wait_for_task(url, task_id, lambda task: task["status"] == "input_required")
+    return task_id
+
+
+def _loaded(*args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", LONGTOOLS, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)$", done.stderr, re.MULTILINE)
+    return {name.partition(".")[0] for name in found}
+
+
+def test_task_get_and_a_quick_call_load_neither_the_sdk_nor_pydantic_nor_rich(server: Served) -> None:
+    # The timing is in bench/README.md ("The terminal client's start-up"); what makes it is
+    # which modules a command loads.
+    task_id = _start(server.url, "slow_compute", {"seconds": 0})
+    wait_for_task(server.url, task_id, lambda task: task["status"] == "completed")
+    for args in (("task", "get", server.url, task_id), ("call", server.url, "echo", "text=hi")):
+        heavy = _loaded(*args) & set(HEAVY)
+        assert not heavy, (args, heavy)
+
+
+def test_every_task_command_takes_an_id_after_dashes_and_one_that_starts_with_a_dash(server: Served) -> None:
+    task_id = _asking(server.url)
+    got = _run("task", "get", server.url, "--", task_id)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.startswith(f"task {task_id}: input_required")
+    answered = _run("task", "answer", server.url, "--", task_id, "confirm=no")
+    assert answered.returncode == 0, answered.stderr
+    assert "answered" in answered.stdout
+    wait_for_task(server.url, task_id, lambda task: task["status"] == "completed")
+
+    watched_id = _asking(server.url)
+    watched = _run("task", "watch", server.url, "--answer", "confirm=yes", "--", watched_id)
+    assert watched.returncode == 0, watched.stderr
+    assert "Deleted f-" in watched.stdout
+
+    running = _start(server.url, "slow_compute", {"seconds": 60})
+    cancelled = _run("task", "cancel", server.url, "--", running)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout == f"task {running}: cancelled\n"
+
+    for command in (["get"], ["watch"], ["answer"], ["cancel"]):
+        for args in (["-abc"], ["--", "-abc"]):
+            extra = ["confirm=yes"] if command == ["answer"] else []
+            done = _run("task", *command, server.url, *args, *extra)
+            assert done.returncode == 1, (command, args, done.stdout, done.stderr)
+            assert done.stderr == (
+                "longtools: task -abc not found: unknown, expired, or started by someone else\n"
+            ), (command, args)
+
+
+def test_a_call_without_a_terminal_leaves_a_waiting_task_with_the_commands_to_answer_or_cancel_it(
+    server: Served,
+) -> None:
+    done = _run("call", server.url, "confirm_delete", "filename=left.txt")
+    assert done.returncode == 3, done.stderr
+    task_id = done.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{16,}", task_id), done.stdout
+    url = shlex.quote(server.url)
+    assert done.stderr.splitlines()[-1] == (
+        f"longtools: task {task_id} waits for an answer to 'Delete left.txt?'; answer it with: "
+        f"longtools task answer {url} -- {task_id} confirm=...   or cancel it with: "
+        f"longtools task cancel {url} -- {task_id}"
+    )
+    assert get_task(server.url, task_id)["status"] == "input_required"
+    answered = _run("task", "answer", server.url, "--", task_id, "confirm=yes")
+    assert answered.returncode == 0, answered.stderr
+    finished = wait_for_task(server.url, task_id, lambda task: task["status"] == "completed")
+    assert finished["result"]["content"][0]["text"] == "Deleted left.txt"
+
+    watch = _run("task", "watch", server.url, _asking(server.url))
+    assert watch.returncode == 3, watch.stderr
+    assert "waits for an answer to 'Delete f-" in watch.stderr
+
+    cancel = _run("call", server.url, "confirm_delete", "filename=gone.txt", "--cancel-on-question")
+    assert cancel.returncode == 1
+    line = re.fullmatch(
+        r"longtools: task (\S+) asks 'Delete gone.txt\?' \(--cancel-on-question\): task \1: cancelled",
+        cancel.stderr.splitlines()[-1],
+    )
+    assert line, cancel.stderr
+    assert get_task(server.url, line.group(1))["status"] == "cancelled"
+
+
+def test_task_cancel_says_what_became_of_the_task(server: Served) -> None:
+    finished = _start(server.url, "slow_compute", {"seconds": 0})
+    wait_for_task(server.url, finished, lambda task: task["status"] == "completed")
+    late = _run("task", "cancel", server.url, finished)
+    assert late.returncode == 0, late.stderr
+    assert late.stdout == f"task {finished}: already completed; nothing cancelled\n"
+    assert get_task(server.url, finished)["status"] == "completed"
+
+    running = _start(server.url, "slow_compute", {"seconds": 60})
+    cancelled = _run("task", "cancel", server.url, running)
+    assert cancelled.stdout == f"task {running}: cancelled\n"
+    assert get_task(server.url, running)["status"] == "cancelled"
+
+
+def test_task_answer_refuses_a_key_or_a_field_the_task_does_not_ask(server: Served) -> None:
+    task_id = _asking(server.url)
+    [key] = get_task(server.url, task_id)["inputRequests"]
+    wrong_key = _run(
+        "task", "answer", server.url, task_id, "--json", '{"bogus": {"action": "accept", "content": {}}}'
+    )
+    assert wrong_key.returncode == 1
+    assert wrong_key.stderr == f"longtools: task {task_id} does not ask bogus; it asks: {key}\n"
+    wrong_field = _run("task", "answer", server.url, task_id, "confirm=yes", "colour=red")
+    assert wrong_field.returncode == 1
+    assert wrong_field.stderr == f"longtools: task {task_id} asks no field colour; it asks: confirm\n"
+    assert get_task(server.url, task_id)["status"] == "input_required"
+    post(server.url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS)
+
+
+def test_tools_lists_each_tool_with_its_description(server: Served) -> None:
+    done = _run("tools", server.url)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(r"TOOL +TASK +DESCRIPTION", lines[0])
+    assert any(re.fullmatch(r"echo +- +Return the text unchanged\.", line) for line in lines), lines
+    assert any(line.startswith("slow_compute ") and "Sleeps (durably)" in line for line in lines)
+    raw = _run("tools", server.url, "--raw")
+    assert {"echo", "slow_compute"} <= {tool["name"] for tool in json.loads(raw.stdout)}
+
+
+def test_progress_is_a_bar_on_a_terminal_and_a_line_per_change_otherwise(server: Served) -> None:
+    child = _spawn("call", server.url, "test_tool_with_progress", "--no-task")
+    child.expect("━")  # rich's bar
+    child.expect(r"100%")
+    child.expect("100/100")
+    assert _finish(child) == 0
+    logged = _run("call", server.url, "test_tool_with_progress", "--no-task")
+    assert logged.returncode == 0, logged.stderr
+    assert logged.stderr.splitlines() == [
+        "working 0/100: Completed step 0 of 100",
+        "working 50/100: Completed step 50 of 100",
+        "working 100/100: Completed step 100 of 100",
+    ]
+
+
+def test_progress_never_runs_backwards_and_a_task_reports_it_in_its_meta(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The server's task _meta progress is being built in parallel: this is its contract.
+    call = Terminal(live=False)
+    for done in (10, 50, 30, 100):
+        call.progress(done, 100, f"step {done}")
+    task = Terminal(live=False)
+    task.on_task({"status": "working", "statusMessage": "copying"})
+    for done in (3, 2):
+        meta = {"longtools.dev/progress": {"progress": done, "total": 4}}
+        task.on_task({"status": "working", "statusMessage": f"file {done}", "_meta": meta})
+    unknown_total = {"longtools.dev/progress": {"progress": 7, "total": None}}
+    task.on_task({"status": "working", "statusMessage": "copying", "_meta": unknown_total})
+    assert capsys.readouterr().err.splitlines() == [
+        "working 10/100: step 10",
+        "working 50/100: step 50",
+        "working 50/100: step 30",
+        "working 100/100: step 100",
+        "task working: copying",
+        "task working 3/4: file 3",
+        "task working 3/4: file 2",
+        "task working: 7 · copying",
+    ]
