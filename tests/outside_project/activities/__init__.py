@@ -1,0 +1,1 @@
+"""The project's activities (a package named as in most Temporal projects)."""

@@ -1,0 +1,1 @@
+"""The project's workflows (a package named as in most Temporal projects)."""
