@@ -426,7 +426,7 @@ class _Handlers:
         if tool is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         try:
-            args = tool.input_model.model_validate(params.arguments or {})
+            args = tool.parse_arguments(params.arguments or {})
         except ValidationError as exc:
             return invalid_arguments(tool.name, exc)
         caller = caller_of(ctx)

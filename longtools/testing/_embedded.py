@@ -102,7 +102,7 @@ class Embedded:
         """
         found = self._tool(tool)
         try:
-            args = found.input_model.model_validate(dict(arguments or {}))
+            args = found.parse_arguments(dict(arguments or {}))
         except ValidationError as exc:
             raise InvalidArguments(f"Invalid arguments for tool {tool}: {exc}") from None
         handle: WorkflowHandle[Any, Any] = await self.client.start_workflow(

@@ -13,7 +13,6 @@ rounds for those that do not (unless its ``task_support`` is ``required``).
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,7 +29,7 @@ from mcp_types import (
     TextContent,
     ToolAnnotations,
 )
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import BaseModel, RootModel
 from temporalio import workflow as temporal_workflow
 
 from longtools.auth import Authorize
@@ -63,9 +62,9 @@ class Tool:
     name: str
     description: str
     input_model: type[BaseModel]
-    """What a call's arguments are validated into. A model that leaves pydantic's ``extra`` unset
-    is replaced by a subclass of it that refuses names it does not declare (and lists
-    ``additionalProperties: false``); one that sets ``extra`` itself (``"allow"``, ``"ignore"``)
+    """What a call's arguments are validated into (``parse_arguments``). A model that leaves
+    pydantic's ``extra`` unset refuses names it does not declare and is listed with
+    ``additionalProperties: false``; one that sets ``extra`` itself (``"allow"``, ``"ignore"``)
     keeps it."""
     handler: ToolHandler | None = None
     output_model: type[BaseModel] | None = None
@@ -101,34 +100,32 @@ class Tool:
             object.__setattr__(self, "workflow_name", definition.name)
         elif self.task_support != "forbidden":
             raise ValueError(f"quick tool {self.name!r} cannot run as a task; register a workflow")
-        object.__setattr__(self, "input_model", refusing_unknown_names(self.input_model))
         # Computed once: tools/list runs on every client start and the schemas never change.
         listed = dict(self.schema) if self.schema is not None else _model_schema(self.input_model)
+        if self.schema is None and _refuses_unknown(self.input_model):
+            listed["additionalProperties"] = False
         object.__setattr__(self, "input_schema", listed)
         output = _model_schema(self.output_model) if self.output_model is not None else None
         object.__setattr__(self, "output_schema", output)
 
+    def parse_arguments(self, arguments: Mapping[str, Any]) -> BaseModel:
+        """A call's arguments, validated into the tool's input model.
 
-@functools.cache  # one subclass per model: tools that share a model share it, and compare equal
-def refusing_unknown_names(model: type[BaseModel]) -> type[BaseModel]:
-    """``model``, or when it leaves ``extra`` unset, a subclass of it that refuses argument names
-    it does not declare: pydantic's default ignores them, so ``deploy(servce="api")`` would run
-    with the default service, and a caller would never learn of its typo.
+        A name the model does not declare is refused (pydantic's default would drop it, so
+        ``deploy(servce="api")`` ran with the default service and the caller never learnt of its
+        typo), unless the model sets ``extra`` itself (``"allow"``, ``"ignore"``). Only the top
+        level: a nested model keeps its own rule.
 
-    Only the top level: a nested model keeps its own ``extra`` (its fields are the tool's to check).
-    The subclass keeps the name, module and docstring, so the listed schema differs only by
-    ``additionalProperties: false``; the handler gets an instance of it, an instance of ``model``.
-    """
-    if "extra" in model.model_config or issubclass(model, RootModel):
-        return model
-    namespace = {
-        "__module__": model.__module__,
-        "__qualname__": model.__qualname__,
-        "__doc__": model.__doc__,
-        "model_config": ConfigDict(extra="forbid"),
-    }
-    refusing: type[BaseModel] = type(model.__name__, (model,), namespace)
-    return refusing
+        Raises:
+            ValidationError: the arguments do not fit; an unknown name is an ``extra_forbidden`` error.
+        """
+        if _refuses_unknown(self.input_model):
+            return self.input_model.model_validate(arguments, extra="forbid")
+        return self.input_model.model_validate(arguments)
+
+
+def _refuses_unknown(model: type[BaseModel]) -> bool:
+    return "extra" not in model.model_config and not issubclass(model, RootModel)
 
 
 def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
