@@ -1,0 +1,132 @@
+"""Tasks that end (issue 25), on real ``longtools serve`` processes and their embedded Temporal.
+
+A cancel ends a task whose workflow code keeps failing (it never runs to see the cancel): past
+``LONGTOOLS_CANCEL_GRACE_S`` it is terminated and reads ``cancelled``, whichever way the cancel
+came (``tasks/cancel``, ``task_cancel``, 2025's ``tasks/cancel``). An MRTR exchange whose client
+does not come back within ``LONGTOOLS_MRTR_ABANDON_S`` has its task cancelled; one that keeps
+coming back keeps it, and re-arms its ending once per half allowance, not once per round.
+
+The settings are seconds here (a deployment's are half a minute and ten minutes); every wait is
+for a condition, bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import Served, start_server
+from tests.wire import TASKS_EXTENSION, Legacy, get_task, post, result, wait_for_task
+
+TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+NO_TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
+log = logging.getLogger(__name__)
+GRACE_S = 2.0
+ALLOWANCE_S = 2.0
+HOLD_S = 0.1
+ENDS_WITHIN_S = 30.0
+"""Bound of every wait for a task to end: several times what it takes (grace, allowance, polls)."""
+
+
+@pytest.fixture(scope="module")
+def ends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    served = start_server(
+        tmp_path_factory.mktemp("ends"),
+        "--tools",
+        "tests.ending_tools",
+        env={
+            "LONGTOOLS_CANCEL_GRACE_S": str(GRACE_S),
+            "LONGTOOLS_MRTR_ABANDON_S": str(ALLOWANCE_S),
+            "LONGTOOLS_MRTR_WAIT_S": str(HOLD_S),
+        },
+    )
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def _events(served: Served, name: str) -> list[dict[str, Any]]:
+    lines = (json.loads(line) for line in served.log_text().splitlines() if line.startswith("{"))
+    return [line for line in lines if line.get("event") == name]
+
+
+def _started(served: Served, tool: str, before: int) -> str:
+    """The id of the task of ``tool`` started after the first ``before`` starts (from the log: an
+    MRTR client never sees its task's id)."""
+    starts = [line for line in _events(served, "task_started") if line.get("tool") == tool]
+    assert len(starts) > before, starts
+    return str(starts[before]["task_id"])
+
+
+def _starts(served: Served, tool: str) -> int:
+    return sum(1 for line in _events(served, "task_started") if line.get("tool") == tool)
+
+
+def _task(url: str, tool: str, arguments: dict[str, Any] | None = None) -> str:
+    created = result(post(url, "tools/call", {"name": tool, "arguments": arguments or {}}, caps=TASK_CAPS))
+    assert created["resultType"] == "task", created
+    return str(created["taskId"])
+
+
+def _cancel_modern(url: str, task_id: str) -> None:
+    result(post(url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS))
+
+
+def _cancel_by_tool(url: str, task_id: str) -> None:
+    answer = result(
+        post(url, "tools/call", {"name": "task_cancel", "arguments": {"taskId": task_id}}, caps={})
+    )
+    assert answer["isError"] is False, answer
+
+
+def _cancel_2025(url: str, task_id: str) -> None:
+    session = Legacy(url)
+    session.open()
+    result(session.request("tasks/cancel", {"taskId": task_id}))
+
+
+CANCELS = {"tasks/cancel": _cancel_modern, "task_cancel": _cancel_by_tool, "2025 tasks/cancel": _cancel_2025}
+
+
+@pytest.mark.parametrize("way", list(CANCELS))
+def test_a_cancel_ends_a_task_whose_workflow_code_keeps_failing(ends: Served, way: str) -> None:
+    """The workflow fails at its first step, for ever: without the grace's termination the task
+    reads ``working`` until its TTL, however often it is cancelled."""
+    task_id = _task(ends.url, "broken_at_start")
+    assert get_task(ends.url, task_id)["status"] == "working"
+    asked = time.monotonic()
+    CANCELS[way](ends.url, task_id)
+    ended = wait_for_task(ends.url, task_id, lambda task: task["status"] != "working", within=ENDS_WITHIN_S)
+    took = time.monotonic() - asked
+    assert ended["status"] == "cancelled", ended
+    assert "error" not in ended and "result" not in ended
+    assert took >= GRACE_S * 0.5, took  # terminated after its grace, not at once
+    log.info(f"{way}: broken task cancelled {took:.2f} s after the cancel (grace {GRACE_S} s)")
+
+
+def test_a_cancel_ends_a_task_whose_clean_up_keeps_failing(ends: Served) -> None:
+    task_id = _task(ends.url, "broken_on_cancel")
+    wait_for_task(ends.url, task_id, lambda task: task["status"] == "input_required")
+    _cancel_modern(ends.url, task_id)
+    ended = wait_for_task(
+        ends.url,
+        task_id,
+        lambda task: task["status"] in ("cancelled", "failed", "completed"),
+        within=ENDS_WITHIN_S,
+    )
+    assert ended["status"] == "cancelled", ended
+
+
+def test_a_task_that_stops_when_cancelled_is_cancelled_at_once_and_stays_so(ends: Served) -> None:
+    task_id = _task(ends.url, "wait", {"seconds": 600})
+    asked = time.monotonic()
+    _cancel_modern(ends.url, task_id)
+    assert wait_for_task(ends.url, task_id, lambda task: task["status"] != "working")["status"] == "cancelled"
+    assert time.monotonic() - asked < GRACE_S  # it stopped itself: nothing had to be terminated
+    assert not any(line.get("task_id") == task_id for line in _events(ends, "task_terminated_after_cancel"))
