@@ -130,3 +130,77 @@ def test_a_task_that_stops_when_cancelled_is_cancelled_at_once_and_stays_so(ends
     assert wait_for_task(ends.url, task_id, lambda task: task["status"] != "working")["status"] == "cancelled"
     assert time.monotonic() - asked < GRACE_S  # it stopped itself: nothing had to be terminated
     assert not any(line.get("task_id") == task_id for line in _events(ends, "task_terminated_after_cancel"))
+
+
+def _round(
+    url: str, tool: str, arguments: dict[str, Any], state: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": tool, "arguments": arguments, **extra}
+    if state is not None:
+        params["requestState"] = state
+    return result(post(url, "tools/call", params, caps=NO_TASK_CAPS))
+
+
+def test_an_exchange_whose_client_left_has_its_task_cancelled(ends: Served) -> None:
+    """The client gets "not yet" and never comes back: its task is cancelled within one and a half
+    allowances (plus the round's hold) of the round it left after."""
+    before = _starts(ends, "wait")
+    first = _round(ends.url, "wait", {"seconds": 600})
+    left = time.monotonic()
+    assert first["resultType"] == "input_required" and "inputRequests" not in first, first
+    task_id = _started(ends, "wait", before)
+    ended = wait_for_task(ends.url, task_id, lambda task: task["status"] != "working", within=ENDS_WITHIN_S)
+    took = time.monotonic() - left
+    assert ended["status"] == "cancelled", ended
+    assert took >= ALLOWANCE_S, took
+    log.info(
+        f"abandoned exchange: task cancelled {took:.2f} s after the client left (allowance {ALLOWANCE_S} s)"
+    )
+
+
+def test_an_exchange_left_at_a_question_with_a_failing_clean_up_ends_too(ends: Served) -> None:
+    """Asked a question, the client leaves; the cancel reaches a workflow whose clean-up fails, so
+    the grace's termination ends it."""
+    before = _starts(ends, "broken_on_cancel")
+    first = _round(ends.url, "broken_on_cancel", {})
+    assert first["resultType"] == "input_required" and first["inputRequests"], first
+    task_id = _started(ends, "broken_on_cancel", before)
+    ended = wait_for_task(
+        ends.url,
+        task_id,
+        lambda task: task["status"] not in ("working", "input_required"),
+        within=ENDS_WITHIN_S,
+    )
+    assert ended["status"] == "cancelled", ended
+
+
+def test_a_client_that_keeps_coming_back_keeps_its_task_at_one_start_per_half_allowance(ends: Served) -> None:
+    """Rounds every HOLD_S for three allowances: the task runs to its end, and its ending is
+    re-armed about once per half allowance, not once per round."""
+    before = _starts(ends, "wait")
+    work_s = 3 * ALLOWANCE_S
+    body = _round(ends.url, "wait", {"seconds": work_s})
+    task_id = _started(ends, "wait", before)
+    rounds = 1
+    while body["resultType"] == "input_required":
+        rounds += 1
+        assert rounds < 200
+        body = _round(ends.url, "wait", {"seconds": work_s}, body["requestState"])
+    assert body["content"] == [{"type": "text", "text": f"waited {work_s}s"}], body
+    armed = [line for line in _events(ends, "exchange_ending_armed") if line.get("task_id") == task_id]
+    assert 1 <= len(armed) <= work_s / (ALLOWANCE_S / 2) + 2, (len(armed), rounds)
+    assert rounds >= 2 * len(armed), (len(armed), rounds)
+    log.info(f"busy exchange: {rounds} rounds in {work_s} s, {len(armed)} ending starts")
+
+
+def test_a_client_that_comes_back_within_its_allowance_keeps_its_task(ends: Served) -> None:
+    """Away for most of the allowance between rounds (a person reading), never past it."""
+    before = _starts(ends, "wait")
+    work_s = 3 * ALLOWANCE_S
+    body = _round(ends.url, "wait", {"seconds": work_s})
+    task_id = _started(ends, "wait", before)
+    while body["resultType"] == "input_required":
+        time.sleep(ALLOWANCE_S * 0.8)  # the client is away (the behaviour under test, not a wait)
+        body = _round(ends.url, "wait", {"seconds": work_s}, body["requestState"])
+    assert body["content"] == [{"type": "text", "text": f"waited {work_s}s"}], body
+    assert get_task(ends.url, task_id)["status"] == "completed"
