@@ -12,15 +12,19 @@ for a condition, bounded.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Served, start_server
+from longtools.temporal import start_dev_server
+from tests.conftest import Served, server_ready, spawn, start_server, worker_ready
 from tests.wire import TASKS_EXTENSION, Legacy, get_task, post, result, wait_for_task
 
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
@@ -33,17 +37,20 @@ ENDS_WITHIN_S = 30.0
 """Bound of every wait for a task to end: several times what it takes (grace, allowance, polls)."""
 
 
+ENV = {
+    "LONGTOOLS_CANCEL_GRACE_S": str(GRACE_S),
+    "LONGTOOLS_MRTR_ABANDON_S": str(ALLOWANCE_S),
+    "LONGTOOLS_MRTR_WAIT_S": str(HOLD_S),
+}
+
+
 @pytest.fixture(scope="module")
 def ends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     served = start_server(
         tmp_path_factory.mktemp("ends"),
         "--tools",
         "tests.ending_tools",
-        env={
-            "LONGTOOLS_CANCEL_GRACE_S": str(GRACE_S),
-            "LONGTOOLS_MRTR_ABANDON_S": str(ALLOWANCE_S),
-            "LONGTOOLS_MRTR_WAIT_S": str(HOLD_S),
-        },
+        env=ENV,
     )
     try:
         yield served
@@ -204,3 +211,41 @@ def test_a_client_that_comes_back_within_its_allowance_keeps_its_task(ends: Serv
         body = _round(ends.url, "wait", {"seconds": work_s}, body["requestState"])
     assert body["content"] == [{"type": "text", "text": f"waited {work_s}s"}], body
     assert get_task(ends.url, task_id)["status"] == "completed"
+
+
+def test_the_api_that_took_the_cancel_or_served_the_round_may_die_at_once(tmp_path: Path) -> None:
+    """Replicas on one Temporal: API ``a`` takes a cancel of a broken task and serves an MRTR
+    round, and is killed (SIGKILL) right after; both tasks still end, read on API ``b``. The endings
+    live in Temporal and run on the worker; neither API kept anything."""
+    temporal = asyncio.run(start_dev_server(tmp_path / "temporal.db"))
+    env = {**ENV, "LONGTOOLS_TOOLS": "tests.ending_tools"}
+    args = ["--temporal-address", temporal.address]
+    spawned = [
+        spawn(tmp_path, ["api", "--port", "0", "--no-auth", *args], env),
+        spawn(tmp_path, ["api", "--port", "0", "--no-auth", *args], env),
+        spawn(tmp_path, ["worker", *args], env),
+    ]
+    started: list[Served] = []
+    try:
+        started.append(server_ready(spawned[0]))
+        started.append(server_ready(spawned[1]))
+        started.append(worker_ready(spawned[2]))
+        a, b, _ = started
+        broken = _task(a.url, "broken_at_start")
+        first = _round(a.url, "wait", {"seconds": 600})
+        assert first["resultType"] == "input_required", first
+        left = _started(a, "wait", 0)
+        _cancel_modern(a.url, broken)
+        a.stop(signal.SIGKILL)
+        for task_id in (broken, left):
+            ended = wait_for_task(
+                b.url, task_id, lambda task: task["status"] != "working", within=ENDS_WITHIN_S
+            )
+            assert ended["status"] == "cancelled", ended
+    finally:
+        for served in started:
+            served.stop()
+        for process, _ in spawned[len(started) :]:
+            process.kill()
+            process.wait()
+        temporal.stop()
