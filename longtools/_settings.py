@@ -157,6 +157,14 @@ class Settings(BaseSettings):
         description="Seconds one MRTR round of a long tool holds the request open while the work runs "
         "(at most 300: proxies and clients give up on a silent request long before that).",
     )
+    mrtr_abandon_s: float = Field(
+        600.0,
+        ge=0,
+        description="Seconds a client without the tasks extension may take to come back with a long "
+        "tool's requestState (a retry, or the answers to its questions) before the exchange counts as "
+        "abandoned and its task is cancelled, within one and a half times that (0: never). A host that "
+        "keeps a question open longer should use tasks.",
+    )
     max_active_tasks_per_principal: int = Field(
         1000,
         ge=1,
@@ -205,6 +213,13 @@ class Settings(BaseSettings):
         ge=0,
         description="Seconds tasks/update waits for the workflow to take the answers before it acks "
         "(the answers are durable either way; this only makes a tasks/get right after the ack current).",
+    )
+    cancel_grace_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a cancelled task has to stop before its workflow is terminated (it then "
+        "reads cancelled): a workflow whose code keeps failing never runs to see a cancel. A tool's "
+        "clean-up after a cancel must fit in it.",
     )
     helpdesk_work_s: float = Field(
         1.0, ge=0, description="Seconds of (simulated) backend work per ticket in bulk_close_tickets."

@@ -17,13 +17,21 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowHistory
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowHistory,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import Replayer, Worker
 
+from longtools.activities._ending import terminate_cancelled
 from longtools.activities.helpdesk import HelpdeskActivities, TicketStore
 from longtools.workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
+from longtools.workflows._ending import END_WORKFLOW, Ending, EndTask
 from longtools.workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
 from longtools.workflows.conformance import (
     ConfirmDelete,
@@ -39,12 +47,14 @@ from longtools.workflows.conformance import (
 )
 from longtools.workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
 from tests.asking import AskFormStrictly, AskRepeatedly
+from tests.ending_tools import BrokenAtStart, NoArgs
 
 WORKFLOWS: list[type] = [
     AskFormStrictly,
     AskRepeatedly,
     BulkCloseTickets,
     ConfirmDelete,
+    EndTask,
     FailingJob,
     GreetTask,
     MultiInput,
@@ -238,6 +248,35 @@ async def test_the_once_record_replays_its_history(client: Client) -> None:
         async with asyncio.timeout(20):
             assert await handle.result() is None
     await _replay(await handle.fetch_history())
+
+
+@pytest.mark.parametrize("broken", [True, False], ids=["broken", "stops"])
+async def test_the_ending_of_a_task_replays_its_history(client: Client, broken: bool) -> None:
+    """``longtools.End`` cancels the task, waits its grace, and terminates it if it still runs: a
+    task whose code fails for ever is terminated (and was cancel-requested first); one that stops
+    when cancelled is not."""
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[EndTask, OnceRecord, BrokenAtStart],
+        activities=[terminate_cancelled],
+    ):
+        if broken:
+            task = await client.start_workflow(
+                BrokenAtStart.run, NoArgs(), id=f"task-{uuid.uuid4()}", task_queue=queue
+            )
+        else:
+            task = await client.start_workflow(ONCE_WORKFLOW, id=f"task-{uuid.uuid4()}", task_queue=queue)
+        ending: WorkflowHandle[Any, Any] = await client.start_workflow(
+            END_WORKFLOW, Ending(task_id=task.id, grace_s=0.5), id=f"end-{uuid.uuid4()}", task_queue=queue
+        )
+        async with asyncio.timeout(20):
+            assert await ending.result() is broken
+        desc = await task.describe()
+    assert desc.status == (WorkflowExecutionStatus.TERMINATED if broken else WorkflowExecutionStatus.CANCELED)
+    assert desc.raw_description.workflow_extended_info.cancel_requested
+    await _replay(await ending.fetch_history())
 
 
 @pytest.mark.parametrize("recorded", sorted(HISTORIES.glob("*.json")), ids=lambda path: path.stem)

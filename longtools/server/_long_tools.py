@@ -117,6 +117,9 @@ class _Continuation(BaseModel):
     """Question keys whose answers were already delivered to the workflow."""
     shown: float = 0
     """The last progress value this exchange sent: the next round goes on from it, never back."""
+    armed: float | None = None
+    """When (Unix time) the task is cancelled unless the client comes back, as last armed
+    (``Endings.keep_exchange``): a round re-arms it only once that nears."""
 
 
 def missing_tasks_extension() -> MCPError:
@@ -335,6 +338,11 @@ class LongTools:
     ) -> CallToolResult | InputRequiredResult:
         """Hold this round open while ``task`` works, then answer with what it came to (the caller
         counts it against the held-request bounds)."""
+        if task.status not in TERMINAL:  # before the wait: a client may leave while it is held
+            armed = await self._tasks.endings.keep_exchange(
+                state.task, state.armed, self._settings.mrtr_wait_s
+            )
+            state = state.model_copy(update={"armed": armed})
         sent = set(state.sent)
 
         def settled(view: TaskView) -> bool:

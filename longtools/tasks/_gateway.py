@@ -50,6 +50,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from longtools._protocol import PROGRESS_META
 from longtools._settings import Settings
 from longtools.tasks._changes import Changes, Completion, Mark
+from longtools.tasks._ending import Endings
 from longtools.tasks._ids import TaskIds
 from longtools.tasks._run_once import ARGS_MEMO
 from longtools.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
@@ -186,6 +187,8 @@ class Tasks:
         self._registry = registry
         self._connection = connection
         self._changes = changes
+        self.endings = Endings(settings, connection)
+        """What makes a task end when it must: a cancel carried out, an MRTR exchange its client left."""
         self.eager = eager
         """Whether a worker shares the connection in this process, so starts may ask for eager execution."""
         self._rpc_timeout = timedelta(seconds=settings.temporal_rpc_timeout_s)
@@ -579,6 +582,10 @@ class Tasks:
         if desc.status == WorkflowExecutionStatus.CANCELED:
             return replace(view, status="cancelled")
         if desc.status == WorkflowExecutionStatus.TERMINATED:
+            if desc.raw_description.workflow_extended_info.cancel_requested:
+                # Cancelled, and terminated when it did not stop within the cancel's grace (its
+                # code kept failing, so it never ran to see the cancel: Endings), or by an operator.
+                return replace(view, status="cancelled")
             # By an operator, or by Temporal itself when the task's history outgrew its limits.
             error = {"code": _INTERNAL_ERROR, "message": "The task was terminated before it finished"}
             return replace(view, status="failed", error=error)
@@ -676,9 +683,17 @@ class Tasks:
         return [info.execution.workflow_id for info in page.executions], page.next_page_token
 
     async def cancel(self, view: TaskView) -> None:
-        """Ask the workflow to stop (cooperative); a task already closed stays as it is."""
+        """Ask the workflow to stop, and make sure it does: one still running ``cancel_grace_s``
+        later is terminated (``Endings``), and reads ``cancelled`` then. A task already closed stays
+        as it is.
+
+        The ending is started first: once it is, the task ends even if this process dies now (the
+        ending asks the task to cancel too). The request made here is what ends a task at once,
+        with no worker needed for the request to be durable.
+        """
         if view.status in TERMINAL:
             return
+        await self.endings.after_cancel(view.task_id)
         try:
             await self._connection().get_workflow_handle(view.task_id).cancel(rpc_timeout=self._rpc_timeout)
         except RPCError as exc:

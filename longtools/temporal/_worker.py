@@ -8,6 +8,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from longtools._settings import Settings
+from longtools.activities._ending import terminate_cancelled
 from longtools.temporal._outcomes import ActivityOutcomes
 from longtools.tools import Registry
 from longtools.workflows._ask import CarryConversation
@@ -24,7 +25,8 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
         client,
         task_queue=settings.task_queue,
         workflows=registry.workflows,
-        activities=registry.activities,
+        # Ours too: a task cancelled that does not stop is terminated (longtools/workflows/_ending.py).
+        activities=[*registry.activities, terminate_cancelled],
         interceptors=[TaskMetricsInterceptor(), CarryConversation(), ActivityOutcomes()],
         # A task waiting for a person's answer need not stay in memory: past this many, the least
         # recently run is dropped and replayed from its history when it runs again.

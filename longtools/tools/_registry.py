@@ -34,6 +34,7 @@ from temporalio import workflow as temporal_workflow
 
 from longtools.auth import Authorize
 from longtools.tools._round import Round
+from longtools.workflows._ending import EndTask
 from longtools.workflows._errors import ToolError
 from longtools.workflows._once import OnceRecord
 
@@ -188,8 +189,13 @@ class Registry:
 
     @property
     def workflows(self) -> list[type]:
-        """The long tools' workflows, and longtools' own (the record of requests that run once)."""
-        return [OnceRecord, *(tool.workflow for tool in self.tools.values() if tool.workflow is not None)]
+        """The long tools' workflows, and longtools' own (the record of requests that run once, and
+        the end of a task that must end)."""
+        return [
+            OnceRecord,
+            EndTask,
+            *(tool.workflow for tool in self.tools.values() if tool.workflow is not None),
+        ]
 
     def add_activities(self, *activities: Callable[..., Any]) -> None:
         self.activities.extend(activities)
