@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from longtools._protocol import TASKS_EXTENSION
+from longtools._protocol import PROGRESS_META, TASKS_EXTENSION
 from longtools.client._follow import (
     FINAL,
     Detached,
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
     from rich.status import Status
 
 VERSION = "2026-07-28"
-PROGRESS_META = "longtools.dev/progress"
-"""The key of a task's ``_meta`` (tasks/get, notifications/tasks) with ``{"progress": N, "total": M}``."""
 ELICITATION: dict[str, Any] = {"form": {}, "url": {}}
 PROGRESS_TOKEN = "longtools-cli"
 MAX_QUESTION_ROUNDS = 20
