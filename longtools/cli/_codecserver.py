@@ -44,7 +44,8 @@ from temporalio.api.common.v1 import Payload, Payloads
 
 from longtools._logging import configure_logging
 from longtools._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, Settings, is_loopback
-from longtools.cli._launch import Server, bind, fail, serve_until_stopped
+from longtools.cli._launch import bind, fail
+from longtools.cli._running import Server, serve_until_stopped
 from longtools.temporal import (
     ENCODING,
     KEY_FILE,

@@ -36,7 +36,24 @@ cli = typer.Typer(
 _HostOpt = Annotated[
     str | None, typer.Option(help="Address to bind [env LONGTOOLS_HOST, default 127.0.0.1].")
 ]
-_PortOpt = Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one [default 8000].")]
+_PortOpt = Annotated[
+    int | None,
+    typer.Option(help="Port of the MCP API; 0 picks a free one [env LONGTOOLS_PORT, default 8000]."),
+]
+_TemporalPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Port of the embedded Temporal dev server's frontend; 0 picks a free one "
+        "[env LONGTOOLS_TEMPORAL_PORT, default 7233]. Its HTTP API and metrics take free ports.",
+    ),
+]
+_TemporalUiPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Port of the embedded Temporal's Web UI; 0 picks a free one "
+        "[env LONGTOOLS_TEMPORAL_UI_PORT, default: no UI].",
+    ),
+]
 _DataDirOpt = Annotated[
     Path | None, typer.Option(help="Directory for local state [env LONGTOOLS_DATA_DIR, default .longtools].")
 ]
@@ -97,11 +114,15 @@ def serve(
     temporal_namespace: _NamespaceOpt = None,
     task_queue: _QueueOpt = None,
     no_auth: _NoAuthOpt = None,
+    temporal_port: _TemporalPortOpt = None,
+    temporal_ui_port: _TemporalUiPortOpt = None,
 ) -> None:
     """Run everything (Temporal, a worker, the API) until Ctrl-C or SIGTERM; prints the MCP URL when ready.
 
     Without --temporal-address it starts the embedded Temporal dev server with its data in
-    <data-dir>/temporal.db, so tasks survive a restart.
+    <data-dir>/temporal.db, so tasks survive a restart. Ports it binds, all on loopback but the
+    API's (--host): the API's (--port), Temporal's frontend (--temporal-port), its Web UI when
+    asked for (--temporal-ui-port), and two free ones for Temporal's HTTP API and metrics.
     """
     _launch(dict(locals()), listen=True, worker=True, embedded=True)
 
