@@ -227,6 +227,45 @@ task_cli = typer.Typer(
 cli.add_typer(task_cli)
 
 
+@task_cli.command("show")
+def task_show(
+    task_id: Annotated[str, typer.Argument(help="The task's id (its Temporal workflow id).")],
+    temporal_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Temporal frontend host:port [env LONGTOOLS_TEMPORAL_ADDRESS, default 127.0.0.1:7233]."
+        ),
+    ] = None,
+    temporal_namespace: _NamespaceOpt = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Data dir of the `longtools serve` whose keys.json to use when LONGTOOLS_PAYLOAD_KEYS is "
+            "unset [env LONGTOOLS_DATA_DIR, default .longtools]."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print it as JSON.")] = False,
+) -> None:
+    """Print a task's history from Temporal, event by event, every payload decrypted (operators).
+
+    Its status, memo, activities still retrying with their last failure, each event (arguments,
+    answers, activity failures with their messages) and the task's failure with its stack trace.
+    Reads Temporal directly, not the MCP server; needs the payload key ring (LONGTOOLS_PAYLOAD_KEYS
+    or the keys.json of --data-dir, as codec-server finds them).
+    """
+    from longtools.cli._show import show  # Temporal's SDK, imported only here
+
+    show(
+        {
+            "temporal_address": temporal_address,
+            "temporal_namespace": temporal_namespace,
+            "data_dir": data_dir,
+        },
+        task_id,
+        as_json=as_json,
+    )
+
+
 @cli.command()
 def call(
     url: _UrlArg,

@@ -26,7 +26,14 @@ from longtools._settings import (
     encode_key,
     is_loopback,
 )
-from longtools.temporal import KEY_FILE, DevServerError, DevServerStart, KeyFileError, load_or_create
+from longtools.temporal import (
+    KEY_FILE,
+    DevServerError,
+    DevServerStart,
+    KeyFileError,
+    load_or_create,
+    read_key_file,
+)
 
 log = structlog.get_logger("longtools.cli")
 
@@ -105,6 +112,28 @@ def _kept_rings(settings: Settings) -> Settings:
     else:
         log.info("key_file_read", path=str(path), uses=taken)
     return settings.model_copy(update=update)
+
+
+def payload_keys_of(settings: Settings) -> list[bytes]:
+    """The payload key ring an operator's command reads with: configured, or a `serve` data dir's.
+
+    ``codec-server`` and ``task show`` decrypt what the API and workers wrote, so they take the
+    same ring and never make one (a new key would decrypt nothing).
+    """
+    configured = settings.payload_key_ring()
+    if configured is not None:
+        return configured
+    path = settings.data_dir / KEY_FILE
+    try:
+        return read_key_file(path).payload
+    except FileNotFoundError:
+        fail(
+            f"no payload keys: set {PAYLOAD_KEYS_VAR} to the ring the API and workers use, or pass "
+            f"--data-dir of the `longtools serve` whose {KEY_FILE} to use (none at {path}); a new key "
+            f"would decrypt nothing (generate one with: {KEYGEN_HINT})"
+        )
+    except KeyFileError as exc:
+        fail(str(exc))
 
 
 def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:

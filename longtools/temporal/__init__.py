@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         key_id,
     )
     from longtools.temporal._connection import (
+        DEFAULT_ADDRESS,
         Connection,
         NotConnected,
         connect,
@@ -53,6 +54,7 @@ _HOME = {
     "PayloadDecryptError": "longtools.temporal._codec",
     "key_id": "longtools.temporal._codec",
     "Connection": "longtools.temporal._connection",
+    "DEFAULT_ADDRESS": "longtools.temporal._connection",
     "NotConnected": "longtools.temporal._connection",
     "connect": "longtools.temporal._connection",
     "data_converter": "longtools.temporal._connection",
@@ -80,6 +82,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DEFAULT_ADDRESS",
     "ENCODING",
     "KEY_FILE",
     "KEY_ID_METADATA",
