@@ -91,6 +91,13 @@ class Settings(BaseSettings):
     temporal_port: int = Field(
         7233, ge=0, le=65535, description="Port of the embedded Temporal dev server `serve` starts (0: free)."
     )
+    temporal_ui_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Port of the embedded Temporal dev server's Web UI (0: free; unset: no UI). The server "
+        "also binds its HTTP API and metrics on free ports, on loopback.",
+    )
     task_queue: str = Field("longtools", min_length=1, description="Temporal task queue of the long tools.")
     tools: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -314,6 +321,7 @@ class Settings(BaseSettings):
         "jwt_issuer",
         "jwt_audience",
         "resource_url",
+        "temporal_ui_port",
         mode="before",
     )
     @classmethod

@@ -43,16 +43,14 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from longtools._logging import configure_logging
-from longtools._settings import KEYGEN_HINT, PAYLOAD_KEYS_VAR, Settings, is_loopback
-from longtools.cli._launch import Server, bind, fail, serve_until_stopped
+from longtools._settings import Settings, is_loopback
+from longtools.cli._launch import bind, fail, payload_keys_of
+from longtools.cli._running import Server, serve_until_stopped
 from longtools.temporal import (
     ENCODING,
-    KEY_FILE,
     KEY_ID_METADATA,
     EncryptionCodec,
-    KeyFileError,
     PayloadDecryptError,
-    read_key_file,
 )
 
 __all__ = ["MAX_BODY_BYTES", "TOKEN_VAR", "build_app", "run"]
@@ -233,7 +231,7 @@ def run(
         where = ".".join(str(part) for part in err["loc"])
         fail(f"invalid configuration: {where}: {err['msg']}")
     configure_logging(settings)
-    codec = EncryptionCodec(_payload_keys(settings))
+    codec = EncryptionCodec(payload_keys_of(settings))
     loopback = is_loopback(host)
     token = settings.codec_token.get_secret_value() if settings.codec_token is not None else None
     if token is not None and len(token) < _MIN_TOKEN_CHARS:
@@ -264,20 +262,3 @@ def run(
     )
     code = asyncio.run(serve_until_stopped(server, sock, host, "codec server"))
     raise typer.Exit(code)
-
-
-def _payload_keys(settings: Settings) -> list[bytes]:
-    configured = settings.payload_key_ring()
-    if configured is not None:
-        return configured
-    path = settings.data_dir / KEY_FILE
-    try:
-        return read_key_file(path).payload
-    except FileNotFoundError:
-        fail(
-            f"no payload keys: set {PAYLOAD_KEYS_VAR} to the ring the API and workers use, or pass "
-            f"--data-dir of the `longtools serve` whose {KEY_FILE} to use (none at {path}); a new key "
-            f"would decrypt nothing (generate one with: {KEYGEN_HINT})"
-        )
-    except KeyFileError as exc:
-        fail(str(exc))

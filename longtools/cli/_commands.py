@@ -89,7 +89,24 @@ cli = typer.Typer(
 _HostOpt = Annotated[
     str | None, typer.Option(help="Address to bind [env LONGTOOLS_HOST, default 127.0.0.1].")
 ]
-_PortOpt = Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one [default 8000].")]
+_PortOpt = Annotated[
+    int | None,
+    typer.Option(help="Port of the MCP API; 0 picks a free one [env LONGTOOLS_PORT, default 8000]."),
+]
+_TemporalPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Port of the embedded Temporal dev server's frontend; 0 picks a free one "
+        "[env LONGTOOLS_TEMPORAL_PORT, default 7233]. Its HTTP API and metrics take free ports.",
+    ),
+]
+_TemporalUiPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Port of the embedded Temporal's Web UI; 0 picks a free one "
+        "[env LONGTOOLS_TEMPORAL_UI_PORT, default: no UI].",
+    ),
+]
 _DataDirOpt = Annotated[
     Path | None, typer.Option(help="Directory for local state [env LONGTOOLS_DATA_DIR, default .longtools].")
 ]
@@ -150,11 +167,15 @@ def serve(
     temporal_namespace: _NamespaceOpt = None,
     task_queue: _QueueOpt = None,
     no_auth: _NoAuthOpt = None,
+    temporal_port: _TemporalPortOpt = None,
+    temporal_ui_port: _TemporalUiPortOpt = None,
 ) -> None:
     """Run everything (Temporal, a worker, the API) until Ctrl-C or SIGTERM; prints the MCP URL when ready.
 
     Without --temporal-address it starts the embedded Temporal dev server with its data in
-    <data-dir>/temporal.db, so tasks survive a restart.
+    <data-dir>/temporal.db, so tasks survive a restart. Ports it binds, all on loopback but the
+    API's (--host): the API's (--port), Temporal's frontend (--temporal-port), its Web UI when
+    asked for (--temporal-ui-port), and two free ones for Temporal's HTTP API and metrics.
     """
     _launch(dict(locals()), listen=True, worker=True, embedded=True)
 
@@ -263,6 +284,45 @@ task_cli = typer.Typer(
     rich_markup_mode=None,
 )
 cli.add_typer(task_cli)
+
+
+@task_cli.command("show")
+def task_show(
+    task_id: Annotated[str, typer.Argument(help="The task's id (its Temporal workflow id).")],
+    temporal_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Temporal frontend host:port [env LONGTOOLS_TEMPORAL_ADDRESS, default 127.0.0.1:7233]."
+        ),
+    ] = None,
+    temporal_namespace: _NamespaceOpt = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Data dir of the `longtools serve` whose keys.json to use when LONGTOOLS_PAYLOAD_KEYS is "
+            "unset [env LONGTOOLS_DATA_DIR, default .longtools]."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print it as JSON.")] = False,
+) -> None:
+    """Print a task's history from Temporal, event by event, every payload decrypted (operators).
+
+    Its status, memo, activities still retrying with their last failure, each event (arguments,
+    answers, activity failures with their messages) and the task's failure with its stack trace.
+    Reads Temporal directly, not the MCP server; needs the payload key ring (LONGTOOLS_PAYLOAD_KEYS
+    or the keys.json of --data-dir, as codec-server finds them).
+    """
+    from longtools.cli._show import show  # Temporal's SDK, imported only here
+
+    show(
+        {
+            "temporal_address": temporal_address,
+            "temporal_namespace": temporal_namespace,
+            "data_dir": data_dir,
+        },
+        task_id,
+        as_json=as_json,
+    )
 
 
 @cli.command(cls=_ClientCommand)

@@ -2,29 +2,22 @@
 and ``worker`` commands' process.
 
 Kept apart from the command definitions (``_commands.py``) so that the terminal client's commands
-start without importing the server side (FastAPI, uvicorn, Temporal's worker).
+start without importing the server side (FastAPI, uvicorn, Temporal's worker). This module does
+what comes before those imports (settings, the checks that fail in one line, the MCP socket, the
+embedded Temporal's launch), so that a cold start's seconds of imports overlap the dev server's
+start; ``_running`` does the rest.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import socket
-from collections.abc import Callable, Iterator
-from types import FrameType
 from typing import Any, NoReturn
 
 import structlog
 import typer
-import uvicorn
-from fastapi import FastAPI
-from prometheus_client import start_http_server
 from pydantic import SecretStr, ValidationError
-from temporalio.worker import Worker
 
 from longtools._logging import configure_logging
-from longtools._metrics import Metrics
 from longtools._settings import (
     KEYGEN_HINT,
     PAYLOAD_KEYS_VAR,
@@ -33,20 +26,14 @@ from longtools._settings import (
     encode_key,
     is_loopback,
 )
-from longtools._tracing import TracingUnavailable, configure_tracing
-from longtools.auth import AuthConfigError
-from longtools.server import create_app, front_door
 from longtools.temporal import (
     KEY_FILE,
     DevServerError,
+    DevServerStart,
     KeyFileError,
-    build_worker,
-    connect,
-    key_id,
     load_or_create,
-    start_dev_server,
+    read_key_file,
 )
-from longtools.tools import Registry, ToolModuleError, default_registry
 
 log = structlog.get_logger("longtools.cli")
 
@@ -96,8 +83,6 @@ def _key_rings(settings: Settings, *, listen: bool, embedded: bool) -> Settings:
                 f"same key ring to encrypt and read what they store in Temporal; generate a key with: "
                 f"{KEYGEN_HINT}"
             )
-    payload = settings.require_payload_keys()
-    log.info("payload_keys", encrypting=key_id(payload[0]), decrypting=[key_id(key) for key in payload])
     return settings
 
 
@@ -129,6 +114,28 @@ def _kept_rings(settings: Settings) -> Settings:
     return settings.model_copy(update=update)
 
 
+def payload_keys_of(settings: Settings) -> list[bytes]:
+    """The payload key ring an operator's command reads with: configured, or a `serve` data dir's.
+
+    ``codec-server`` and ``task show`` decrypt what the API and workers wrote, so they take the
+    same ring and never make one (a new key would decrypt nothing).
+    """
+    configured = settings.payload_key_ring()
+    if configured is not None:
+        return configured
+    path = settings.data_dir / KEY_FILE
+    try:
+        return read_key_file(path).payload
+    except FileNotFoundError:
+        fail(
+            f"no payload keys: set {PAYLOAD_KEYS_VAR} to the ring the API and workers use, or pass "
+            f"--data-dir of the `longtools serve` whose {KEY_FILE} to use (none at {path}); a new key "
+            f"would decrypt nothing (generate one with: {KEYGEN_HINT})"
+        )
+    except KeyFileError as exc:
+        fail(str(exc))
+
+
 def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:
     """Authentication is on with any token or JWT setting; off only when asked (or by `serve` on loopback)."""
     if settings.auth_configured:
@@ -149,28 +156,43 @@ def _auth_mode(settings: Settings, *, loopback_default: bool) -> Settings:
     return settings
 
 
-def _registry(settings: Settings) -> Registry:
-    try:
-        return default_registry(settings)
-    except ToolModuleError as exc:
-        fail(str(exc))
+TEMPORAL_PORT_OPTION = "--temporal-port (LONGTOOLS_TEMPORAL_PORT)"
+TEMPORAL_UI_PORT_OPTION = "--temporal-ui-port (LONGTOOLS_TEMPORAL_UI_PORT)"
 
 
 def launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bool) -> NoReturn:
-    """What every command does with its options: settings, tools, socket, then run until stopped."""
+    """What every command does with its options: settings, socket, Temporal, tools, then run until stopped.
+
+    What can fail in one line without the server side's imports is checked first; the embedded
+    Temporal is launched before those imports and awaited only when the worker connects.
+    """
     settings = _key_rings(_settings(**options), listen=listen, embedded=embedded)
     if listen:
         settings = _auth_mode(settings, loopback_default=embedded)
-    registry = _registry(settings)
     sock = _listen(settings) if listen else None
+    temporal = _launch_temporal(settings, sock) if embedded and settings.temporal_address is None else None
     try:
-        flush_traces = configure_tracing(settings)
-    except TracingUnavailable as exc:
-        fail(str(exc))
-    code = asyncio.run(_run(settings, registry, sock=sock, worker=worker, embedded=embedded))
-    if flush_traces is not None:
-        flush_traces()
-    raise typer.Exit(code)
+        from longtools.cli import _running  # the seconds of imports, while Temporal starts
+    except BaseException:
+        if temporal is not None:
+            temporal.discard()
+        raise
+    # From here _running owns the socket and the dev server, and stops the server on every way out.
+    raise typer.Exit(_running.run(settings, sock=sock, temporal=temporal, worker=worker))
+
+
+def _launch_temporal(settings: Settings, sock: socket.socket | None) -> DevServerStart:
+    try:
+        return DevServerStart(
+            settings.data_dir / "temporal.db",
+            port=settings.temporal_port,
+            ui_port=settings.temporal_ui_port,
+            port_options=(TEMPORAL_PORT_OPTION, TEMPORAL_UI_PORT_OPTION),
+        )
+    except DevServerError as exc:
+        if sock is not None:
+            sock.close()
+        fail(str(exc), code=1)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -192,178 +214,11 @@ def _listen(settings: Settings) -> socket.socket:
     try:
         return bind(settings.host, settings.port)
     except OSError as exc:
-        fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
-
-
-async def _run(
-    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
-) -> int:
-    """Start what this command runs, in order (Temporal, worker, API), then stop it in reverse."""
-    code = await _run_parts(settings, registry, sock=sock, worker=worker, embedded=embedded)
-    if code == 0:
-        log.info("stopped")
-    return code
-
-
-async def _run_parts(
-    settings: Settings, registry: Registry, *, sock: socket.socket | None, worker: bool, embedded: bool
-) -> int:
-    async with contextlib.AsyncExitStack() as stack:
-        if sock is not None:
-            stack.callback(sock.close)  # closing twice is harmless; uvicorn closes it on a normal exit
-        if embedded and settings.temporal_address is None:
-            try:
-                dev = await start_dev_server(settings.data_dir / "temporal.db", port=settings.temporal_port)
-            except DevServerError as exc:
-                typer.echo(f"longtools: {exc}", err=True)
-                return 1
-            stack.callback(dev.stop)
-            settings = settings.model_copy(update={"temporal_address": dev.address})
-            log.info(
-                "temporal_started",
-                address=dev.address,
-                metrics=dev.metrics_url,
-                db=str(settings.data_dir / "temporal.db"),
-            )
-        metrics = Metrics()
-        worker_task: asyncio.Task[None] | None = None
-        if worker:
-            # Task ends and times are recorded by the worker's workflows through this runtime; the
-            # drain moves them into the registry /metrics shows.
-            draining = asyncio.create_task(metrics.drain_forever())
-            stack.push_async_callback(_cancel, draining)
-            try:
-                client = await connect(settings, runtime=metrics.runtime())
-            except RuntimeError as exc:  # the SDK's "Failed client connect"
-                typer.echo(
-                    f"longtools: cannot reach Temporal at {settings.temporal_address}: {exc}", err=True
-                )
-                return 1
-            running = build_worker(settings, client, registry)
-            worker_task = asyncio.create_task(running.run())
-            stack.push_async_callback(_stop_worker, running, worker_task)
-        if sock is not None:
-            try:  # made only now: the app needs the embedded Temporal's address
-                app = create_app(settings, registry, metrics, worker_client=client if worker else None)
-            except AuthConfigError as exc:
-                typer.echo(f"longtools: {exc}", err=True)
-                return 2
-            return await serve_until_stopped(
-                _uvicorn(settings, app), sock, settings.host, "serving MCP", "/mcp"
-            )
-        assert worker_task is not None
-        if settings.worker_metrics_port is not None:
-            server, _thread = start_http_server(
-                settings.worker_metrics_port, addr=settings.host, registry=metrics.registry
-            )
-            stack.callback(server.shutdown)
-            log.info("metrics_serving", url=f"http://{settings.host}:{server.server_port}/metrics")
-        print(  # noqa: T201
-            f"longtools worker polling task queue {settings.task_queue!r} at {settings.temporal_address}",
-            flush=True,
+        fail(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}; choose another "
+            "port with --port (LONGTOOLS_PORT), 0 for any free one",
+            code=1,
         )
-        return await _until_signal_or_failure(worker_task)
-    return 0
-
-
-async def _until_signal_or_failure(worker_task: asyncio.Task[None]) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    stopped = asyncio.create_task(stop.wait())
-    await asyncio.wait({stopped, worker_task}, return_when=asyncio.FIRST_COMPLETED)
-    failed = worker_task.done()  # a worker that stopped by itself has failed; _stop_worker says why
-    stopped.cancel()
-    return 1 if failed else 0
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-
-
-async def _stop_worker(running: Worker, task: asyncio.Task[None]) -> None:
-    if not task.done():
-        await running.shutdown()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    except Exception as exc:  # a worker that died on its own: said once, then a clean exit path
-        log.error("worker_failed", error=str(exc))
-
-
-def _uvicorn(settings: Settings, app: FastAPI) -> Server:
-    # uvicorn's HTTP parser is its default ("auto"): httptools, which longtools installs (bench/
-    # README.md, B1). Its loop setting does not apply: uvicorn serves in the loop `launch` runs,
-    # which Temporal's client and worker share.
-    return Server(
-        uvicorn.Config(
-            front_door(app),
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            lifespan="on",
-            timeout_keep_alive=HTTP_KEEP_ALIVE_S,
-            timeout_graceful_shutdown=HTTP_SHUTDOWN_S,
-        ),
-        on_stop=app.state.stop_waiting,
-    )
-
-
-async def serve_until_stopped(
-    server: Server, sock: socket.socket, host: str, what: str, path: str = ""
-) -> int:
-    """Serve on ``sock`` until stopped; says ``longtools <what> at <url>`` once it accepts requests."""
-
-    async def run() -> int:
-        try:
-            await server.serve(sockets=[sock])
-        except SystemExit as exc:  # uvicorn's way out of a failed startup (already logged)
-            return exc.code if isinstance(exc.code, int) else 1
-        return 0 if server.started else 1
-
-    task = asyncio.create_task(run())
-    ready = asyncio.create_task(server.ready.wait())
-    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-    ready.cancel()
-    if server.started:
-        port = sock.getsockname()[1]
-        shown = f"[{host}]" if ":" in host else host
-        print(f"longtools {what} at http://{shown}:{port}{path}", flush=True)  # noqa: T201
-    return await task
-
-
-class Server(uvicorn.Server):
-    """uvicorn that says when it accepts requests, calls ``on_stop`` as soon as a stop begins (the
-    API lets its held rounds go then), and exits 0 (not by re-raising) on a stop signal."""
-
-    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[], None] = lambda: None) -> None:
-        super().__init__(config)
-        self.ready = asyncio.Event()
-        self._on_stop = on_stop
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self._on_stop()
-        super().handle_exit(sig, frame)
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started:
-            self.ready.set()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self.handle_exit, sig, None)
-        try:
-            yield
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -24,11 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final, Literal
 
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client
-from temporalio.service import RPCError
-
-__all__ = ["DevServer", "DevServerError", "start_dev_server", "temporal_executable"]
+__all__ = ["DevServer", "DevServerError", "DevServerStart", "start_dev_server", "temporal_executable"]
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _START_ATTEMPTS = 3
@@ -125,28 +121,71 @@ async def start_dev_server(
             unreachable for ``startup_timeout`` seconds (with the end of its log). No process is
             left running.
     """
-    executable = temporal_executable()
-    db_file = _prepare_db_path(db_file)
-    log_path = db_file.with_name(db_file.name + ".log")
-    deadline = time.monotonic() + startup_timeout
-    for attempt in range(1, _START_ATTEMPTS + 1):
-        requested = [port, 0, 0] if ui_port is None else [port, 0, 0, ui_port]
-        frontend, http, metrics, *ui = _pick_ports(ip, requested)
+    starting = DevServerStart(db_file, ip=ip, port=port, ui_port=ui_port, namespace=namespace)
+    return await starting.ready(startup_timeout)
+
+
+class DevServerStart:
+    """A ``temporal server start-dev`` launched and not yet waited for: `ready` waits for it.
+
+    Made without an event loop and without importing the Temporal SDK, so that ``serve`` launches
+    the server first and the seconds of its own imports overlap the server's start. The same
+    rules as `start_dev_server` (whose first half this is): construct it from the thread that
+    outlives the server; then either `ready` or `discard` it, once.
+
+    Raises:
+        DevServerError: no binary, an unusable path, a port in use (naming ``port_options``, the
+            options that choose each port, when given).
+    """
+
+    def __init__(
+        self,
+        db_file: Path,
+        *,
+        ip: str = "127.0.0.1",
+        port: int = 0,
+        ui_port: int | None = None,
+        namespace: str = "default",
+        port_options: tuple[str, str] | None = None,
+    ) -> None:
+        self._executable = temporal_executable()
+        self._db_file = _prepare_db_path(db_file)
+        self._log_path = self._db_file.with_name(self._db_file.name + ".log")
+        self._ip = ip
+        self._port = port
+        self._ui_port = ui_port
+        self._namespace = namespace
+        self._port_options = port_options
+        self._attempt = 0
+        self._launch()
+
+    @property
+    def address(self) -> str:
+        """Where its frontend will listen, ``"127.0.0.1:PORT"`` (known before it is ready)."""
+        return f"{_host(self._ip)}:{self._frontend}"
+
+    def _launch(self) -> None:
+        self._attempt += 1
+        requested = [self._port, 0, 0] if self._ui_port is None else [self._port, 0, 0, self._ui_port]
+        options = [self._port_options[0], None, None, self._port_options[1]] if self._port_options else None
+        self._frontend, http, self._metrics, *ui = _pick_ports(self._ip, requested, options)
+        self._ui = ui[0] if ui else None
+        ip = self._ip
         command = [
-            str(executable),
+            str(self._executable),
             "server",
             "start-dev",
             "--ip",
             ip,
             "--port",
-            str(frontend),
+            str(self._frontend),
             # Random by default; pinned so that every port this server uses was checked free here.
             "--http-port",
             str(http),
             "--metrics-port",
-            str(metrics),
+            str(self._metrics),
             "--db-filename",
-            str(db_file),
+            str(self._db_file),
             # WAL is about twice as fast as the rollback journal; synchronous=full still fsyncs
             # every commit, so an acknowledged signal survives power loss (TEMPORAL.md §4).
             "--sqlite-pragma",
@@ -154,42 +193,57 @@ async def start_dev_server(
             "--sqlite-pragma",
             "synchronous=full",
             "--namespace",
-            namespace,
+            self._namespace,
             "--log-level",
             "warn",
             # Otherwise it looks up version-info.temporal.io at every start: no traffic leaves the host.
             "--dynamic-config-value",
             "frontend.enableServerVersionCheck=false",
         ]
-        if ui:
-            command += ["--ui-port", str(ui[0]), "--ui-ip", ip, "--ui-disable-news-fetch"]
+        if self._ui is not None:
+            command += ["--ui-port", str(self._ui), "--ui-ip", ip, "--ui-disable-news-fetch"]
         else:
             command.append("--headless")
-        process, log_offset = _spawn(command, log_path)
-        address = f"{_host(ip)}:{frontend}"
-        try:
-            outcome = await _wait_until_serving(process, address, namespace, deadline)
-        except BaseException:
-            # Cancelled (Ctrl-C during startup) or a bug: never leave a server behind.
-            _stop(process, log_path, _DISCARD_TIMEOUT)
-            raise
-        if outcome == "serving":
-            ui_url = f"http://{_host(ip)}:{ui[0]}" if ui else None
-            return DevServer(process, log_path, address, ui_url, f"http://{_host(ip)}:{metrics}/metrics")
-        # Read first: what it said while starting, not the noise of the shutdown we cause.
-        tail = _log_tail(log_path, log_offset)
-        _stop(process, log_path, _DISCARD_TIMEOUT)
-        if outcome == "exited" and "address already in use" in tail and attempt < _START_ATTEMPTS:
-            # Another process took a port between _pick_ports closing it and the server binding it.
-            # A port the caller chose that is now taken is refused clearly by _pick_ports next time.
-            continue
-        what = (
-            f"exited with code {process.returncode} while starting"
-            if outcome == "exited"
-            else f"did not answer on {address} within {startup_timeout:g} s"
-        )
-        raise DevServerError(f"the Temporal dev server {what}; the end of {log_path}:\n{tail}")
-    raise AssertionError("unreachable: the last attempt returns or raises")
+        self._process, self._log_offset = _spawn(command, self._log_path)
+
+    def discard(self) -> None:
+        """Stop the server without waiting for it to serve (the command failed before using it)."""
+        _stop(self._process, self._log_path, _DISCARD_TIMEOUT)
+
+    async def ready(self, startup_timeout: float = 20.0) -> DevServer:
+        """The server, once its namespace answers RPCs; relaunched if another process took a port.
+
+        Raises:
+            DevServerError: it exited or stayed unreachable for ``startup_timeout`` seconds (with
+                the end of its log). No process is left running.
+        """
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            process, log_path, address = self._process, self._log_path, self.address
+            try:
+                outcome = await _wait_until_serving(process, address, self._namespace, deadline)
+            except BaseException:
+                # Cancelled (Ctrl-C during startup) or a bug: never leave a server behind.
+                self.discard()
+                raise
+            if outcome == "serving":
+                ui_url = f"http://{_host(self._ip)}:{self._ui}" if self._ui is not None else None
+                metrics_url = f"http://{_host(self._ip)}:{self._metrics}/metrics"
+                return DevServer(process, log_path, address, ui_url, metrics_url)
+            # Read first: what it said while starting, not the noise of the shutdown we cause.
+            tail = _log_tail(log_path, self._log_offset)
+            self.discard()
+            if outcome == "exited" and "address already in use" in tail and self._attempt < _START_ATTEMPTS:
+                # Another process took a port between _pick_ports closing it and the server binding
+                # it. A port the caller chose that is now taken is refused clearly by _pick_ports.
+                self._launch()
+                continue
+            what = (
+                f"exited with code {process.returncode} while starting"
+                if outcome == "exited"
+                else f"did not answer on {address} within {startup_timeout:g} s"
+            )
+            raise DevServerError(f"the Temporal dev server {what}; the end of {log_path}:\n{tail}")
 
 
 def _stop(process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
@@ -232,16 +286,18 @@ def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip else ip
 
 
-def _pick_ports(ip: str, requested: list[int]) -> list[int]:
+def _pick_ports(ip: str, requested: list[int], options: list[str | None] | None = None) -> list[int]:
     """Bind each requested port (0: any free one) on ``ip`` to check it is free; return the numbers.
 
     The sockets are held together so the kernel cannot hand out one port twice, then closed before
     the server binds them: another process may take one in between, which start_dev_server retries.
+    ``options[i]``, when given, is what a person sets to choose ``requested[i]``; a taken port
+    names it.
     """
     family = socket.AF_INET6 if ":" in ip else socket.AF_INET
     ports: list[int] = []
     with contextlib.ExitStack() as sockets:
-        for wanted in requested:
+        for index, wanted in enumerate(requested):
             sock = sockets.enter_context(socket.socket(family, socket.SOCK_STREAM))
             # As Go's net.Listen does, so a port held only by TIME_WAIT connections of a previous
             # run counts as free, exactly as the server will see it.
@@ -250,9 +306,11 @@ def _pick_ports(ip: str, requested: list[int]) -> list[int]:
                 sock.bind((ip, wanted))
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
+                    option = options[index] if options and index < len(options) else None
+                    fix = f"; choose another with {option} (0 picks a free one)" if option else ""
                     raise DevServerError(
                         f"cannot start the Temporal dev server: port {wanted} on {ip} is already in use"
-                        " (another Temporal server?)"
+                        f" (another Temporal server?){fix}"
                     ) from exc
                 raise DevServerError(
                     f"cannot start the Temporal dev server on {ip} port {wanted}: {exc.strerror or exc}"
@@ -320,6 +378,11 @@ def _parent_death_signal() -> Callable[[], None] | None:
 async def _wait_until_serving(
     process: subprocess.Popen[bytes], address: str, namespace: str, deadline: float
 ) -> Literal["serving", "exited", "timeout"]:
+    # Imported here, not at the top: DevServerStart launches the server before the SDK is loaded.
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.client import Client
+    from temporalio.service import RPCError
+
     client: Client | None = None
     while process.poll() is None:
         remaining = deadline - time.monotonic()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import sys
+from collections.abc import Iterable
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -21,13 +24,19 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
 
     Its workflows record task metrics through ``client``'s runtime (see ``connect``).
     """
+    interceptors = [TaskMetricsInterceptor(), CarryConversation(), ActivityOutcomes()]
+    # Ours too: a task cancelled that does not stop is terminated (longtools/workflows/_ending.py).
+    activities = [*registry.activities, terminate_cancelled]
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=registry.workflows,
-        # Ours too: a task cancelled that does not stop is terminated (longtools/workflows/_ending.py).
-        activities=[*registry.activities, terminate_cancelled],
-        interceptors=[TaskMetricsInterceptor(), CarryConversation(), ActivityOutcomes()],
+        activities=activities,
+        # Given, not left to the SDK: its default hashes the bytecode of every module loaded, and
+        # with no .pyc files (PYTHONDONTWRITEBYTECODE, a fresh install) that compiles ~1,000 modules
+        # again, 2 s of a 2-core machine's start (bench/README.md, "serve start").
+        build_id=build_id([*registry.workflows, *activities, *map(type, interceptors)]),
+        interceptors=interceptors,
         # A task waiting for a person's answer need not stay in memory: past this many, the least
         # recently run is dropped and replayed from its history when it runs again.
         max_cached_workflows=settings.worker_cached_tasks,
@@ -42,3 +51,27 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
         # default: the workflow task retries until fixed code is deployed, and the task continues
         # where it was. Failing it instead would lose every task in flight on a bad deploy.
     )
+
+
+def build_id(code: Iterable[object]) -> str:
+    """What names the code this worker runs (Temporal records it on each workflow task it completes).
+
+    A hash of the Python version and of the source files that define ``code`` (the workflows,
+    activities and interceptors: the tool modules and longtools' own): it changes when that code
+    does, as the SDK's default would, for a few file reads instead of compiling every loaded module.
+    """
+    digest = hashlib.sha256(sys.version.encode())
+    files: set[str] = set()
+    for item in code:
+        module = sys.modules.get(getattr(item, "__module__", "") or "")
+        source = getattr(module, "__file__", None)
+        if source:
+            files.add(source)
+    for path in sorted(files):
+        digest.update(path.encode())
+        try:
+            with open(path, "rb") as source_file:
+                digest.update(source_file.read())
+        except OSError:
+            pass  # a module loaded from a zip or gone since: its name still counts
+    return f"longtools-{digest.hexdigest()[:32]}"
