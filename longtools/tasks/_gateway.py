@@ -81,11 +81,12 @@ _COUNT_FRESH_S = 1.0
 """How long a principal's count of running tasks is used again, while it is well under the bound:
 a visibility query on every start, under load, took most of a start's time (bench B6)."""
 _VISIBLE_WITHIN_S = 2.0
-_LIVE_READ_S = 1.0
-"""How often a held wait reads a task again whose activity reports progress: heartbeats are not
-history, so no watch sees them (the worker sends one a second at most, see ``build_worker``)."""
 """How long Temporal's visibility may take to show a start, at most (SQL visibility: milliseconds;
 Elasticsearch refreshes every second)."""
+_LIVE_READ_S = 1.0
+"""How old a view of a task with a running activity may be before it is read again: the
+activity's ``report()`` is a heartbeat, not history, so no watch sees it (the worker sends one a
+second at most, see ``build_worker``)."""
 
 
 class TaskNotFound(Exception):
@@ -785,10 +786,8 @@ class Tasks:
         [value] = await self._connection().data_converter.decode(completed.result.payloads, hints)
         result = as_wire(_valid_result(view, tool, value))
         at, mark = completed.at, completed.mark
-        ended = replace(
-            view, status="completed", message=None, progress=None, total=None, live=False, result=result
-        )
-        ended = replace(ended, updated_at=at, mark=mark)
+        ended = replace(view, status="completed", result=result, updated_at=at, mark=mark)
+        ended = replace(ended, message=None, progress=None, total=None, live=False)
         self._know(view.task_id, principal, ended)
         return ended
 
@@ -857,26 +856,17 @@ def _running(view: TaskView, published: Any) -> TaskView:
     if not isinstance(published, Mapping):
         return view  # started, the workflow has not published anything yet
     state = Published.model_validate(published)
-    updated = datetime.fromisoformat(state.updated_at)
-    if state.status == "input_required" and state.input_requests:
-        return replace(
-            view,
-            status="input_required",
-            message=state.message,
-            input_requests=state.input_requests,
-            updated_at=updated,
-            answered_bytes=state.answered_bytes,
-            progress=state.progress,
-            total=state.total,
-        )
-    return replace(
+    view = replace(
         view,
         message=state.message,
-        updated_at=updated,
+        updated_at=datetime.fromisoformat(state.updated_at),
         answered_bytes=state.answered_bytes,
         progress=state.progress,
         total=state.total,
     )
+    if state.status == "input_required" and state.input_requests:
+        return replace(view, status="input_required", input_requests=state.input_requests)
+    return view
 
 
 def _failed(view: TaskView, tool: Tool, exc: WorkflowFailureError) -> TaskView:
