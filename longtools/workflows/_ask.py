@@ -334,9 +334,7 @@ def report(message: str | None = None, *, progress: float | None = None, total: 
     if progress is not None and total is not None and progress > total:
         raise ValueError(f"report(progress={progress}, total={total}): progress is past the total")
     shown = Progress(
-        message=message if message is None else message[:_MAX_MESSAGE],
-        progress=None if progress is None else float(progress),
-        total=None if total is None else float(total),
+        message=message if message is None else message[:_MAX_MESSAGE], progress=progress, total=total
     )
     if activity.in_activity():
         activity.heartbeat({PROGRESS_DETAIL: shown.model_dump(mode="json")})
