@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import OWNER_TOKENS, Served, bearer, run_driver
+from tests.conftest import OWNER_TOKENS, Served, bearer, run_driver, start_server
 from tests.wire import ALL_CAPS, Legacy, error, eventually, result, sse_lines
 
 TASKS_CLIENT_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "tasks": {"list": {}, "cancel": {}}}
@@ -210,3 +210,15 @@ def test_what_2025_11_25_does_not_allow_is_method_not_found(owners: Served) -> N
     plain = _call(older, "slow_compute", {"seconds": 0}, task={})
     assert "task" not in plain and plain["isError"] is False
     assert error(older.request("tasks/list"), 200)["code"] == -32601
+
+
+def test_tasks_list_on_a_fresh_server_before_any_task_is_empty(tmp_path: Path) -> None:
+    """Ours (issue 25): the owner search attribute is registered by the first start; a listing
+    before it asked Temporal about an attribute the namespace lacked and got -32603."""
+    served = start_server(tmp_path, "--no-examples")
+    try:
+        session = Legacy(served.url, caps=TASKS_CLIENT_CAPS, version="2025-11-25")
+        session.open()
+        assert _listed(session) == []
+    finally:
+        served.stop()

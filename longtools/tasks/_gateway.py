@@ -670,6 +670,12 @@ class Tasks:
         """One page of the ids of ``principal``'s tasks, newest first, and the token of the next
         page (empty after the last). Temporal's visibility lags a start by a moment, and its owner
         tag is a hash: read each task (``get``) before showing it."""
+        try:
+            # A query naming an attribute the namespace lacks fails: before the first start (a
+            # fresh `serve`), a listing must register it too.
+            await self._ensure_owner_attribute()
+        except OwnerAttributeMissing:
+            return [], b""  # no task can have started without it
         client = self._connection()
         page = await client.workflow_service.list_workflow_executions(
             ListWorkflowExecutionsRequest(
