@@ -141,6 +141,9 @@ def test_bad_task_tool_arguments_are_a_tool_error(owners: Served) -> None:
     refused = ann("task_answer", {"taskId": "x"})
     assert refused["isError"] is True
     assert _text(refused).startswith("Invalid arguments for tool task_answer: answers:")
+    # A name the tool does not take is refused, not dropped (issue 25), as for every other tool.
+    extra = ann("task_status", {"taskId": "x", "verbose": True})
+    assert extra["isError"] is True and "verbose" in _text(extra), _text(extra)
 
 
 async def _follow_with_mcp(url: str, mode: Any) -> None:

@@ -85,7 +85,7 @@ def task_tool_listing() -> list[WireTool]:
             name=name,
             title=name.replace("_", " ").capitalize(),
             description=description,
-            input_schema=model.model_json_schema(by_alias=True),
+            input_schema={**model.model_json_schema(by_alias=True), "additionalProperties": False},
         )
         for name, (description, model) in TASK_TOOLS.items()
     ]
@@ -120,7 +120,7 @@ class TaskTools:
     ) -> CallToolResult:
         _, model = TASK_TOOLS[name]
         try:
-            args = model.model_validate(arguments or {})
+            args = model.model_validate(arguments or {}, extra="forbid")  # like Tool.parse_arguments
         except ValidationError as exc:
             return invalid_arguments(name, exc)
         request_info()["task_id"] = args.task_id
