@@ -7,18 +7,22 @@ Each drives the real ``longtools`` CLI against the session's real ``longtools se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
 import shlex
+import socket
 import subprocess
 import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from longtools.client import Terminal
-from tests.conftest import Served
+from tests.conftest import Served, start_server
 from tests.test_terminal_client import ENV, LONGTOOLS, TASK_CAPS, _finish, _run, _spawn
 from tests.wire import get_task, post, result, wait_for_task
 
@@ -204,3 +208,67 @@ def test_progress_never_runs_backwards_and_a_task_reports_it_in_its_meta(
         "task working 3/4: file 2",
         "task working: 7 · copying",
     ]
+
+
+class _ForwardProxy:
+    """The smallest forward proxy: each connection is piped to one upstream port, its request
+    lines kept. It reaches the server only if the client sends its requests to it."""
+
+    def __init__(self, upstream: int) -> None:
+        self.lines: list[bytes] = []
+        self._upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            server = socket.create_connection(("127.0.0.1", self._upstream))
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket, requests: bool) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := source.recv(65536):
+                if requests:
+                    self.lines += [line for line in chunk.split(b"\r\n") if line.startswith(b"POST ")]
+                target.sendall(chunk)
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_a_call_to_a_remote_server_goes_through_the_proxy_the_environment_names(tmp_path: Path) -> None:
+    """HTTP_PROXY as curl reads it; loopback and NO_PROXY hosts go direct (issue 25: the client on
+    http.client had dropped what httpx did)."""
+    served = start_server(tmp_path, "--no-examples", env={"LONGTOOLS_ALLOWED_HOSTS": "mcp.example:*"})
+    proxy = _ForwardProxy(int(served.url.split(":")[2].split("/")[0]))
+    remote = served.url.replace("127.0.0.1", "mcp.example")
+    try:
+        via = _run("call", remote, "echo", "text=hi", env={"HTTP_PROXY": f"http://127.0.0.1:{proxy.port}"})
+        assert via.returncode == 0, via.stderr
+        assert json.loads(via.stdout) == {"text": "hi"}
+        assert proxy.lines and all(line.startswith(f"POST {remote} ".encode()) for line in proxy.lines)
+        seen = len(proxy.lines)
+        direct = _run(
+            "call", served.url, "echo", "text=hi", env={"HTTP_PROXY": f"http://127.0.0.1:{proxy.port}"}
+        )
+        bypassed = _run(
+            "call",
+            remote,
+            "echo",
+            "text=hi",
+            env={"HTTP_PROXY": f"http://127.0.0.1:{proxy.port}", "NO_PROXY": "mcp.example"},
+        )
+        assert direct.returncode == 0 and len(proxy.lines) == seen  # loopback: never the proxy
+        assert bypassed.returncode != 0 and "cannot connect" in bypassed.stderr  # no DNS name
+        assert len(proxy.lines) == seen
+    finally:
+        proxy.close()
+        served.stop()

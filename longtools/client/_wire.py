@@ -7,6 +7,9 @@ pydantic models 0.3 s, ``httpx2`` 0.1 s (``python -X importtime``; bench/README.
 client's start-up"). Messages are plain JSON objects; what a command reads of them it checks where
 it reads it.
 
+The usual proxy variables are honoured (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``), except
+for a loopback server, which no proxy can reach for the caller.
+
 Every request carries the per-request ``_meta`` (version, capabilities, client info) and the
 routing headers (``Mcp-Method``, ``Mcp-Name``). A response is JSON or an SSE stream whose
 notifications (``notifications/progress``) go to a callback before the response arrives.
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 import base64
 import http.client
+import ipaddress
 import json
+import os
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 VERSION = "2026-07-28"
 CLIENT_INFO: dict[str, str] = {"name": "longtools-cli", "version": "1"}
@@ -70,6 +75,7 @@ class Connection:
             raise ClientError(f"{url} has no valid port; give e.g. http://host:8000/mcp") from None
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._token = token
+        self._proxy = _proxy_for(parts.scheme, self._host)
         self._http: http.client.HTTPConnection | None = None
         self._ids = 0
 
@@ -80,11 +86,22 @@ class Connection:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._http is None:
-            if self._https:
-                self._http = http.client.HTTPSConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            if self._proxy is None:
+                self._http = kind(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
             else:
-                self._http = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
+                host, port, auth = self._proxy
+                self._http = kind(host, port, timeout=CONNECT_TIMEOUT_S)
+                if self._https:  # a CONNECT tunnel: the proxy sees only where to
+                    self._http.set_tunnel(self._host, self._port, headers=auth)
         return self._http
+
+    def _target(self, headers: dict[str, str]) -> str:
+        """What the request line names: the path, or through a plain-HTTP proxy the whole URL."""
+        if self._proxy is None or self._https:
+            return self._path
+        headers.update(self._proxy[2])
+        return f"http://{self._host}{'' if self._port is None else f':{self._port}'}{self._path}"
 
     def request(
         self,
@@ -130,7 +147,7 @@ class Connection:
     def _exchange(self, body: bytes, headers: dict[str, str], notify: Notify | None) -> dict[str, Any]:
         connection = self._connection()
         try:
-            connection.request("POST", self._path, body=body, headers=headers)
+            connection.request("POST", self._target(headers), body=body, headers=headers)
             response = connection.getresponse()
             if connection.sock is not None:
                 connection.sock.settimeout(READ_TIMEOUT_S)
@@ -186,6 +203,37 @@ class Connection:
         if status == 421:
             return ClientError("the server does not accept this host name (HTTP 421); use the name it serves")
         return ClientError(f"{self.url} did not answer as an MCP server (HTTP {status})")
+
+
+def _proxy_for(scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
+    """The proxy a request to ``host`` goes through, from the environment as curl reads it: host,
+    port and its ``Proxy-Authorization`` header when the proxy URL has credentials."""
+    if _loopback(host):
+        return None
+    proxy = os.environ.get(f"{scheme}_proxy") or os.environ.get(f"{scheme.upper()}_PROXY")
+    if not proxy:
+        return None
+    from urllib.request import proxy_bypass  # NO_PROXY; imported only when a proxy is set
+
+    if proxy_bypass(host):
+        return None
+    parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if not parts.hostname:
+        raise ClientError(f"the {scheme.upper()}_PROXY setting {proxy!r} names no host")
+    auth: dict[str, str] = {}
+    if parts.username is not None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        auth["Proxy-Authorization"] = f"Basic {base64.b64encode(pair.encode()).decode()}"
+    return parts.hostname, parts.port or 8080, auth
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _last_of_stream(response: http.client.HTTPResponse, notify: Notify | None) -> Any:
