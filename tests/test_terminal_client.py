@@ -10,6 +10,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -29,8 +30,22 @@ TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_E
 ENV = {**os.environ, "NO_COLOR": "1", "TERM": "xterm", "COLUMNS": "120", "LONGTOOLS_TOKEN": ""}
 
 
+def _as_at_a_terminal() -> None:
+    # Ctrl-C as a person's shell delivers it: a suite started in the background (`cmd &` in a
+    # script) ignores SIGINT, the client would inherit that, and Ctrl-C would do nothing.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn(*args: str) -> pexpect.spawn[str]:
-    return pexpect.spawn(LONGTOOLS, list(args), env=ENV, encoding="utf-8", timeout=40, dimensions=(40, 120))
+    return pexpect.spawn(
+        LONGTOOLS,
+        list(args),
+        env=ENV,
+        encoding="utf-8",
+        timeout=40,
+        dimensions=(40, 120),
+        preexec_fn=_as_at_a_terminal,
+    )
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
