@@ -28,23 +28,21 @@ import asyncio
 import hmac
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import structlog
 import typer
 import uvicorn
 from google.protobuf import json_format
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
-from longtools._logging import configure_logging
-from longtools._settings import Settings, is_loopback
-from longtools.cli._launch import bind, fail, payload_keys_of
+from longtools._settings import is_loopback
+from longtools.cli._launch import bind, fail, payload_keys_of, settings_of
 from longtools.cli._running import Server, serve_until_stopped
 from longtools.temporal import (
     ENCODING,
@@ -223,14 +221,7 @@ def run(
     allowed_origins: list[str],
 ) -> NoReturn:
     """``longtools codec-server``: keys, socket, then serve until SIGINT/SIGTERM."""
-    overrides: dict[str, Any] = {} if data_dir is None else {"data_dir": data_dir}
-    try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(part) for part in err["loc"])
-        fail(f"invalid configuration: {where}: {err['msg']}")
-    configure_logging(settings)
+    settings = settings_of(data_dir=data_dir)
     codec = EncryptionCodec(payload_keys_of(settings))
     loopback = is_loopback(host)
     token = settings.codec_token.get_secret_value() if settings.codec_token is not None else None

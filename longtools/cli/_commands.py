@@ -143,6 +143,14 @@ _NoAuthOpt = Annotated[
         show_default=False,
     ),
 ]
+_KeysDataDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Data dir of the `longtools serve` whose keys.json to use when LONGTOOLS_PAYLOAD_KEYS is "
+        "unset [env LONGTOOLS_DATA_DIR, default .longtools]."
+    ),
+]
+"""For the operator's commands that read what the API and workers stored (codec-server, task show)."""
 _NamespaceOpt = Annotated[str | None, typer.Option(help="Temporal namespace [default 'default'].")]
 _QueueOpt = Annotated[
     str | None, typer.Option(help="Temporal task queue of the long tools [default 'longtools'].")
@@ -225,13 +233,7 @@ def codec_server(
         typer.Option("--host", help="Address to bind; anything but loopback needs LONGTOOLS_CODEC_TOKEN."),
     ] = "127.0.0.1",
     listen_port: Annotated[int, typer.Option("--port", help="Port to bind; 0 picks a free one.")] = 8081,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Data dir of the `longtools serve` whose keys.json to use when LONGTOOLS_PAYLOAD_KEYS is "
-            "unset [env LONGTOOLS_DATA_DIR, default .longtools]."
-        ),
-    ] = None,
+    data_dir: _KeysDataDirOpt = None,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -296,13 +298,7 @@ def task_show(
         ),
     ] = None,
     temporal_namespace: _NamespaceOpt = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Data dir of the `longtools serve` whose keys.json to use when LONGTOOLS_PAYLOAD_KEYS is "
-            "unset [env LONGTOOLS_DATA_DIR, default .longtools]."
-        ),
-    ] = None,
+    data_dir: _KeysDataDirOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print it as JSON.")] = False,
 ) -> None:
     """Print a task's history from Temporal, event by event, every payload decrypted (operators).

@@ -46,12 +46,19 @@ HTTP_SHUTDOWN_S = 10
 answer "not yet" as soon as the stop begins, and their clients retry on another replica."""
 
 
-def _settings(**overrides: Any) -> Settings:
+def settings_of(**overrides: Any) -> Settings:
+    """The settings of a command (its options over the environment; None means not given), with
+    logging configured; an invalid one is one line naming the setting and exit 2."""
     try:
         settings = Settings(**{key: value for key, value in overrides.items() if value is not None})
     except ValidationError as exc:
         fail(f"invalid configuration: {_first_error(exc)}")
     configure_logging(settings)
+    return settings
+
+
+def _settings(**overrides: Any) -> Settings:
+    settings = settings_of(**overrides)
     try:
         # Private when made here: it may hold the key rings (keys.json) and what the tools store.
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

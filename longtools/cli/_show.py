@@ -22,16 +22,14 @@ import typer
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
-from longtools._logging import configure_logging
 from longtools._settings import Settings
-from longtools.cli._launch import fail, payload_keys_of
+from longtools.cli._launch import fail, payload_keys_of, settings_of
 from longtools.temporal import (
     DEFAULT_ADDRESS,
     ENCODING,
@@ -49,11 +47,7 @@ _NOISE = frozenset(
 
 def show(options: dict[str, Any], task_id: str, *, as_json: bool) -> NoReturn:
     """Print the task's decrypted history; one line and exit 1 when it cannot be read."""
-    try:
-        settings = Settings(**{key: value for key, value in options.items() if value is not None})
-    except ValidationError as exc:
-        fail(f"invalid configuration: {exc.errors()[0]['msg']}")
-    configure_logging(settings)
+    settings = settings_of(**options)
     raise typer.Exit(_show(settings, task_id, as_json=as_json))
 
 
