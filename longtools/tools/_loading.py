@@ -12,6 +12,7 @@ directory gets a refusal that says so and names ``PYTHONPATH=.``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -103,14 +104,16 @@ def _where(exc: BaseException) -> str:
     return f"{frame.filename}:{frame.lineno}: {what}"
 
 
-_LIBRARIES = tuple(
-    {
-        os.path.normcase(os.path.realpath(path)) + os.sep
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (path := sysconfig.get_paths().get(key))
-    }
-    | {os.path.normcase(os.path.realpath(Path(__file__).parents[1])) + os.sep}
-)
+@functools.cache  # only a tool module that fails to load needs it, not every start
+def _libraries() -> tuple[str, ...]:
+    return tuple(
+        {
+            os.path.normcase(os.path.realpath(path)) + os.sep
+            for key in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (path := sysconfig.get_paths().get(key))
+        }
+        | {os.path.normcase(os.path.realpath(Path(__file__).parents[1])) + os.sep}
+    )
 
 
 def _authored(filename: str) -> bool:
@@ -118,4 +121,4 @@ def _authored(filename: str) -> bool:
     package's or longtools' own (a register() that misuses Registry is wrong at its own line)."""
     if filename.startswith("<"):
         return False
-    return not os.path.normcase(os.path.realpath(filename)).startswith(_LIBRARIES)
+    return not os.path.normcase(os.path.realpath(filename)).startswith(_libraries())
