@@ -264,6 +264,36 @@ class Settings(BaseSettings):
         description="Authorization server issuer URLs listed in the Protected Resource Metadata, "
         "comma-separated (default: jwt_issuer); the metadata is served only with resource_url.",
     )
+    public_url: str | None = Field(
+        None,
+        description="Public address of this server as a person's browser reaches it (e.g. "
+        "https://mcp.example.com; http:// only on loopback): where answer links and the sign-in's "
+        "redirect point. Default: resource_url's origin, else the address the request came to.",
+    )
+    answer_link_ttl_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds an answer link stays valid after it is made. Default: as long as its task.",
+    )
+    page_session_ttl_s: float = Field(
+        28_800.0,
+        gt=0,
+        description="Seconds a sign-in to the answer page lasts before the person signs in again.",
+    )
+    oidc_issuer: str | None = Field(
+        None,
+        description="OpenID Connect issuer the answer page signs people in with (authorization code "
+        "with PKCE). Default: jwt_issuer. Its `sub` must be the one in the person's bearer tokens.",
+    )
+    oidc_client_id: str | None = Field(
+        None,
+        description="The answer page's OAuth client id at the OIDC issuer; setting it turns OIDC "
+        "sign-in on (without it, a person signs in by pasting a token).",
+    )
+    oidc_client_secret: SecretStr | None = Field(
+        None, description="The answer page's client secret, for an issuer that wants a confidential client."
+    )
+    oidc_scopes: str = Field("openid", description="Scopes the answer page's sign-in asks for.")
     idempotency_ttl_s: float = Field(
         86_400.0,
         gt=0,
@@ -322,6 +352,11 @@ class Settings(BaseSettings):
         "jwt_audience",
         "resource_url",
         "temporal_ui_port",
+        "public_url",
+        "answer_link_ttl_s",
+        "oidc_issuer",
+        "oidc_client_id",
+        "oidc_client_secret",
         mode="before",
     )
     @classmethod
@@ -351,6 +386,22 @@ class Settings(BaseSettings):
                 "LONGTOOLS_JWT_JWKS must be an https:// URL or a file path (http:// only on loopback)"
             )
         return value
+
+    @field_validator("public_url", "oidc_issuer")
+    @classmethod
+    def _check_public_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # People's browsers go there with their sign-in: https, but on loopback.
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        secure = parts.scheme == "https" or (parts.scheme == "http" and is_loopback_url(value))
+        if not secure or not parts.hostname or parts.query or parts.fragment:
+            name = f"LONGTOOLS_{(info.field_name or '').upper()}"
+            raise ValueError(
+                f"{name} must be an https:// URL without query or fragment, e.g. "
+                "https://mcp.example.com (http:// only on loopback)"
+            )
+        return value.rstrip("/")
 
     @field_validator("resource_url")
     @classmethod

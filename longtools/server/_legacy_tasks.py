@@ -253,7 +253,7 @@ class LegacyTasks:
             await asyncio.gather(asking, watching, return_exceptions=True)
         try:
             async with temporal_errors("tasks/result"):
-                delivered = await self._tasks.answer(view, answers, skip_invalid=True)
+                delivered = await self._tasks.answer(view, answers, by="form", skip_invalid=True)
                 if not delivered:  # none fitted, or the task ended meanwhile: it tells which
                     return set(), await self._tasks.read(view.task_id, principal)
         except AnswersTooLarge:

@@ -321,7 +321,7 @@ class LongTools:
                 responses = {key: as_wire(answer) for key, answer in rnd.input_responses.items()}
                 # An answer that does not fit is skipped: its question is asked again (SEP-2322).
                 try:
-                    delivered = await self._tasks.answer(view, responses, skip_invalid=True)
+                    delivered = await self._tasks.answer(view, responses, by="form", skip_invalid=True)
                 except AnswersTooLarge:
                     raise answers_too_large(self._settings.max_task_answer_bytes) from None
                 state = state.model_copy(update={"sent": sorted({*state.sent, *delivered})})
@@ -433,7 +433,7 @@ class LongTools:
         principal = principal_of(ctx)
         try:
             async with temporal_errors("tasks/update"):
-                delivered = set(await self._tasks.answer(view, responses))
+                delivered = set(await self._tasks.answer(view, responses, by="form"))
                 with self._held.hold_if_free(principal) as may_wait:
                     if delivered and may_wait:
                         # The signal is durable now. Wait briefly for the workflow to take the

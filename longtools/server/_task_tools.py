@@ -175,7 +175,7 @@ class TaskTools:
                 f"the open ones are {', '.join(map(repr, sorted(open_questions)))}.",
             )
         try:
-            delivered = set(await self._tasks.answer(view, answers))
+            delivered = set(await self._tasks.answer(view, answers, by="model"))
         except AnswerRejected as exc:  # nothing was sent
             return self._refused(view, f"{exc}. {_what_fits(exc.key, open_questions[exc.key])}")
         except AnswersTooLarge:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from longtools.tasks._changes import Changes, Mark
 from longtools.tasks._gateway import (
     TERMINAL,
+    Answerer,
     AnswerRejected,
     AnswersTooLarge,
     OwnerAttributeMissing,
+    PersonMustAnswer,
     TaskNotFound,
     Tasks,
     TaskView,
@@ -22,18 +24,33 @@ from longtools.tasks._gateway import (
     check_answer,
 )
 from longtools.tasks._ids import TaskIds, derive_id
+from longtools.tasks._links import (
+    ANSWER_PATH,
+    AnswerLink,
+    AnswerLinks,
+    LinkExpired,
+    LinkUnknown,
+    public_base,
+)
 from longtools.tasks._mailbox import Mailboxes, QuestionClosed
 from longtools.tasks._run_once import KeyReused, RunOnce, args_digest, key_reused, state_used
 
 __all__ = [
+    "ANSWER_PATH",
     "TERMINAL",
+    "AnswerLink",
+    "AnswerLinks",
     "AnswerRejected",
+    "Answerer",
     "AnswersTooLarge",
     "Changes",
     "KeyReused",
+    "LinkExpired",
+    "LinkUnknown",
     "Mailboxes",
     "Mark",
     "OwnerAttributeMissing",
+    "PersonMustAnswer",
     "QuestionClosed",
     "RunOnce",
     "TaskIds",
@@ -46,5 +63,6 @@ __all__ = [
     "check_answer",
     "derive_id",
     "key_reused",
+    "public_base",
     "state_used",
 ]

@@ -56,7 +56,7 @@ from longtools.tasks._run_once import ARGS_MEMO
 from longtools.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
 from longtools.workflows import ANSWER_SIGNAL, PROGRESS_DETAIL, TASK_MEMO, Progress, Published
 from longtools.workflows._errors import failure_kinds, task_ending
-from longtools.workflows._inputs import parse_answer
+from longtools.workflows._inputs import marking_of, parse_answer
 from longtools.workflows._metrics import TOOL_MEMO
 
 log = structlog.get_logger("longtools.tasks")
@@ -100,6 +100,20 @@ class AnswerRejected(Exception):
         super().__init__(message)
         self.key = key
         """The key of the question the answer does not fit."""
+
+
+class PersonMustAnswer(AnswerRejected):
+    """A person's question (or a secret) answered by someone who may not: a model, or for a
+    secret, anyone but the answer page."""
+
+    def __init__(self, key: str, sensitive: bool) -> None:
+        where = "only on its answer page" if sensitive else "by a person, on its answer page or in a form"
+        super().__init__(key, f"The question {key!r} must be answered {where}")
+        self.sensitive = sensitive
+
+
+Answerer = Literal["page", "form", "model"]
+"""Who gives an answer (see ``Tasks.answer``)."""
 
 
 class AnswersTooLarge(Exception):
@@ -600,17 +614,28 @@ class Tasks:
         return replace(view, status="completed", result=as_wire(_valid_result(view, tool, value)))
 
     async def answer(
-        self, view: TaskView, responses: Mapping[str, Any], *, skip_invalid: bool = False
+        self,
+        view: TaskView,
+        responses: Mapping[str, Any],
+        *,
+        by: Answerer,
+        skip_invalid: bool = False,
     ) -> list[str]:
         """Check answers against the outstanding questions and deliver the fitting ones durably.
+
+        ``by`` is who answers, which decides the marked questions (``elicit(by=..., sensitive=...)``)
+        it may answer: ``"page"`` any; ``"form"`` (a client that showed the form to its person) a
+        person's question but not a secret; ``"model"`` (a client that cannot show a person a form:
+        the task tools, or ``tasks/update`` without elicitation) neither.
 
         Answers to keys that are not outstanding are ignored (the spec's rule for unknown and
         already answered keys). Returns the keys delivered: none when the task has ended since
         ``view`` was read (a race, not an outage: the caller reads the task again).
 
         Raises:
-            AnswerRejected: an answer does not fit its question (unless ``skip_invalid``, which
-                leaves that question outstanding); nothing is sent.
+            AnswerRejected: an answer does not fit its question, or ``by`` may not answer it
+                (``PersonMustAnswer``), unless ``skip_invalid``, which leaves that question
+                outstanding; nothing is sent.
             AnswersTooLarge: the task has taken ``max_task_answer_bytes`` of answers; nothing is sent.
         """
         asked = view.input_requests or {}
@@ -620,6 +645,9 @@ class Tasks:
             if request is None:
                 continue
             try:
+                marking = marking_of(request)
+                if (marking.sensitive and by != "page") or (marking.person and by == "model"):
+                    raise PersonMustAnswer(key, marking.sensitive)
                 accepted[key] = check_answer(key, request, response)
             except AnswerRejected:
                 if not skip_invalid:

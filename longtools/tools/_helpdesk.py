@@ -22,6 +22,7 @@ from longtools.tools._registry import Registry, ToolError, ToolReturn
 from longtools.tools._round import Round
 from longtools.workflows._inputs import elicit
 from longtools.workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
+from longtools.workflows.mailbox import ConnectMailbox, ConnectMailboxInput, ConnectMailboxOutput
 
 _REASON_KEY = "close_reason"
 # requestState is "<question id><exchange id>". The question id makes an answer count only for
@@ -145,6 +146,14 @@ def register_helpdesk(registry: Registry, settings: Settings) -> None:
         output=BulkCloseOutput,
         task_support="optional",
         title="Close all tickets of a customer",
+    )
+    registry.long_tool(
+        "connect_mailbox",
+        workflow=ConnectMailbox,
+        input=ConnectMailboxInput,
+        output=ConnectMailboxOutput,
+        task_support="optional",
+        title="Connect a support mailbox (asks a person for its password)",
     )
     acts = HelpdeskActivities(store, settings.helpdesk_work_s)
     registry.add_activities(acts.open_tickets, acts.close_ticket)

@@ -32,9 +32,20 @@ with workflow.unsafe.imports_passed_through():
         report,
     )
     from longtools.workflows._errors import PROTOCOL_ERROR, TOOL_ERROR, ProtocolError, ToolError
-    from longtools.workflows._inputs import Elicited, InputRequest, InputResponse, elicit, list_roots, sample
+    from longtools.workflows._inputs import (
+        ANSWER_META,
+        Elicited,
+        InputRequest,
+        InputResponse,
+        Marking,
+        elicit,
+        list_roots,
+        marking_of,
+        sample,
+    )
 
 __all__ = [
+    "ANSWER_META",
     "ANSWER_SIGNAL",
     "PROGRESS_DETAIL",
     "PROTOCOL_ERROR",
@@ -43,6 +54,7 @@ __all__ = [
     "Elicited",
     "InputRequest",
     "InputResponse",
+    "Marking",
     "Progress",
     "ProtocolError",
     "Published",
@@ -51,6 +63,7 @@ __all__ = [
     "ask_form",
     "elicit",
     "list_roots",
+    "marking_of",
     "report",
     "sample",
 ]

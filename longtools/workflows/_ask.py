@@ -43,7 +43,14 @@ with workflow.unsafe.imports_passed_through():
         ListRootsResult,
     )
 
-    from longtools.workflows._inputs import Elicited, InputRequest, InputResponse, elicit, parse_answer
+    from longtools.workflows._inputs import (
+        AnsweredBy,
+        Elicited,
+        InputRequest,
+        InputResponse,
+        elicit,
+        parse_answer,
+    )
     from longtools.workflows._metrics import CARRIED_MEMO, TOOL_MEMO, first_input_requested, task_start_time
 
 TASK_MEMO = "longtools.task"
@@ -287,11 +294,17 @@ async def ask(request: InputRequest | Mapping[str, InputRequest]) -> InputRespon
     return responses if isinstance(request, Mapping) else responses["input"]
 
 
-async def ask_form(message: str, model: type[M]) -> Elicited[M]:
-    """Ask for a form built from ``model`` and return the answer validated against it."""
+async def ask_form(
+    message: str, model: type[M], *, by: AnsweredBy = "client", sensitive: bool = False
+) -> Elicited[M]:
+    """Ask for a form built from ``model`` and return the answer validated against it.
+
+    ``by="person"``: a person must answer (an approval a model may not give); ``sensitive=True``:
+    a secret, answered only on the answer page (see :func:`longtools.elicit`).
+    """
     asking = message
     while True:
-        answer = await ask(elicit(asking, model))
+        answer = await ask(elicit(asking, model, by=by, sensitive=sensitive))
         if answer.action != "accept":
             return Elicited(action=answer.action, content=None)
         try:

@@ -37,11 +37,60 @@ InputRequest = ElicitRequest | CreateMessageRequest | ListRootsRequest
 M = TypeVar("M", bound=BaseModel)
 
 
-def elicit(message: str, schema: type[BaseModel] | Mapping[str, Any]) -> ElicitRequest:
-    """A form elicitation; ``schema`` is a flat pydantic model or a JSON schema object."""
+ANSWER_META = "longtools.dev/answer"
+"""``_meta`` key of a form elicitation that says who must answer it: ``{"by": "person"}``, and
+``"sensitive": true`` for a secret (see :func:`elicit`)."""
+
+AnsweredBy = Literal["client", "person"]
+
+
+@dataclass(frozen=True)
+class Marking:
+    """Who may answer a question: anyone the client lets (unmarked), a person, or a person only on
+    the answer page (a secret, which must never pass through the client or a model)."""
+
+    person: bool = False
+    sensitive: bool = False
+
+    @property
+    def marked(self) -> bool:
+        return self.person or self.sensitive
+
+
+def marking_of(question: Mapping[str, Any]) -> Marking:
+    """The marking of a question as wire JSON (``{"method": ..., "params": ...}``)."""
+    params = question.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    marked = meta.get(ANSWER_META) if isinstance(meta, Mapping) else None
+    if not isinstance(marked, Mapping):
+        return Marking()
+    sensitive = marked.get("sensitive") is True
+    return Marking(person=sensitive or marked.get("by") == "person", sensitive=sensitive)
+
+
+def elicit(
+    message: str,
+    schema: type[BaseModel] | Mapping[str, Any],
+    *,
+    by: AnsweredBy = "client",
+    sensitive: bool = False,
+) -> ElicitRequest:
+    """A form elicitation; ``schema`` is a flat pydantic model or a JSON schema object.
+
+    ``by="person"`` marks a question a person must answer (an approval): the client's model may not
+    answer it through the task tools, and a host that cannot show forms gets a link to the answer
+    page. ``sensitive=True`` marks a secret (implies ``by="person"``): it is answered only on the
+    answer page, so it never passes through the client, the model or ``tasks/get``.
+    """
     requested = copy.deepcopy(_form(schema)) if isinstance(schema, type) else dict(schema)
     requested.pop("title", None)
-    return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=requested))
+    params = ElicitRequestFormParams(message=message, requested_schema=requested)
+    if by == "person" or sensitive:
+        marking = {"by": "person", **({"sensitive": True} if sensitive else {})}
+        params = ElicitRequestFormParams.model_validate(
+            {"message": message, "requestedSchema": requested, "_meta": {ANSWER_META: marking}}
+        )
+    return ElicitRequest(params=params)
 
 
 _FORMS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()

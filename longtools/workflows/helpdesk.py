@@ -42,6 +42,7 @@ class BulkCloseInput(BaseModel):
 class BulkCloseForm(BaseModel):
     confirm: bool = Field(description="Close all of them?")
     reason: CloseReason = Field(CloseReason.resolved, description="Why they are closed.")
+    note: str = Field("", max_length=200, description="A note for the customer, if any.")
 
 
 class BulkCloseOutput(BaseModel):
@@ -52,6 +53,7 @@ class BulkCloseOutput(BaseModel):
     customer: str
     outcome: Literal["closed", "nothing_to_close", "declined"]
     reason: CloseReason | None = None
+    note: str = ""
     closed: list[str] = []
     """Tickets this task closed."""
     already_closed: list[str] = []
@@ -73,11 +75,16 @@ class BulkCloseTickets:
         ids = found.ticket_ids
         if not ids:
             return BulkCloseOutput(customer=args.customer, outcome="nothing_to_close")
-        answer = await ask_form(f"Close {_tickets(len(ids))} for {args.customer}?", BulkCloseForm)
+        # A person's question: a chat host's model may not approve closing tickets on its own.
+        answer = await ask_form(
+            f"Close {_tickets(len(ids))} for {args.customer}?", BulkCloseForm, by="person"
+        )
         if answer.content is None or not answer.content.confirm:
             return BulkCloseOutput(customer=args.customer, outcome="declined")
         reason = answer.content.reason
-        result = BulkCloseOutput(customer=args.customer, outcome="closed", reason=reason)
+        result = BulkCloseOutput(
+            customer=args.customer, outcome="closed", reason=reason, note=answer.content.note
+        )
         operation = workflow.info().workflow_id
         report(f"Closing {_tickets(len(ids))}")
         for done, ticket_id in enumerate(ids, start=1):

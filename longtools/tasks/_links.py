@@ -1,0 +1,83 @@
+"""Answer links: a sealed URL that lets one person answer one question of one task. API process.
+
+A link is sealed (``longtools._sealing``, its own label) over the task, the question's key and an
+expiry, and bound to the principal who owns the task: only that principal's sign-in opens it, and
+to anyone else it reads as unknown, like a made-up one. Links carry no answer and no secret of the
+task; what a leaked link gives is a page that asks its finder to sign in as its owner.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from longtools._sealing import Sealer, Unsealable
+from longtools._settings import Settings
+
+__all__ = ["ANSWER_PATH", "AnswerLink", "AnswerLinks", "LinkExpired", "LinkUnknown", "public_base"]
+
+ANSWER_PATH: Final = "/answer/"
+_LABEL: Final = "longtools answer links"
+
+
+class LinkUnknown(Exception):
+    """Not a link this server made for this principal (tampered, made up, another's)."""
+
+
+class LinkExpired(Exception):
+    """A link of this principal's whose time has run out."""
+
+
+@dataclass(frozen=True)
+class AnswerLink:
+    task_id: str
+    key: str
+    """The question's key in the task's ``inputRequests``."""
+    expires_at: float
+    """Unix time."""
+
+
+class AnswerLinks:
+    """Makes and opens answer links under the state key ring (the first key seals, any opens)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._sealer = Sealer(settings.require_state_keys(), _LABEL)
+        self._ttl_s = settings.answer_link_ttl_s
+
+    def token(self, principal: str, task_id: str, key: str, task_expires_at: float) -> str:
+        """The link's sealed part. Made the same on every call for the same question (one link per
+        question), unless ``answer_link_ttl_s`` shortens it, which makes it a new one per minute."""
+        expires = task_expires_at
+        if self._ttl_s is not None:
+            now = time.time()
+            expires = min(expires, (now - now % 60) + self._ttl_s)
+        value = {"t": task_id, "k": key, "e": int(expires)}
+        return self._sealer.seal(value, principal, deterministic=True)
+
+    def open(self, token: str, principal: str) -> AnswerLink:
+        """Raises:
+        LinkUnknown: not a link of ``principal``'s.
+        LinkExpired: ``principal``'s link, past its expiry."""
+        try:
+            value = self._sealer.open(token, principal)
+        except Unsealable:
+            raise LinkUnknown from None
+        task_id, key, expires = value.get("t"), value.get("k"), value.get("e")
+        if not isinstance(task_id, str) or not isinstance(key, str) or not isinstance(expires, int):
+            raise LinkUnknown
+        if time.time() > expires:
+            raise LinkExpired
+        return AnswerLink(task_id=task_id, key=key, expires_at=float(expires))
+
+
+def public_base(settings: Settings, request_base: str) -> str:
+    """Where a person's browser reaches this server: ``public_url``, else ``resource_url``'s origin,
+    else ``request_base``, the scheme and ``Host`` the request came with (which the transport guard
+    has already checked against the allowed hosts)."""
+    if settings.public_url is not None:
+        return settings.public_url
+    if settings.resource_url is not None:
+        scheme, _, rest = settings.resource_url.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0]}"
+    return request_base.rstrip("/")
