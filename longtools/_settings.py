@@ -401,7 +401,8 @@ class Settings(BaseSettings):
                 f"{name} must be an https:// URL without query or fragment, e.g. "
                 "https://mcp.example.com (http:// only on loopback)"
             )
-        return value.rstrip("/")
+        # An issuer is compared exactly (some end in "/"); a public URL is a base paths are added to.
+        return value.rstrip("/") if info.field_name == "public_url" else value
 
     @field_validator("resource_url")
     @classmethod

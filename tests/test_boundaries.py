@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ("longtools",)
 
-_SUBPACKAGES = ("auth", "cli", "client", "server", "tasks", "temporal", "tools")
+_SUBPACKAGES = ("auth", "cli", "client", "pages", "server", "tasks", "temporal", "tools")
 # Workflow and activity code: checked by their own rules below, not by the layers of the service.
 _CODE_PARTS = ("longtools.workflows", "longtools.activities")
 _ALL = tuple(f"longtools.{name}" for name in _SUBPACKAGES)
@@ -30,9 +30,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "uvicorn",
     ),
     "longtools.server": ("longtools.client", "longtools.cli"),
-    "longtools.tasks": ("longtools.server", "longtools.client", "longtools.cli"),
+    # The person's pages are mounted by the server; they build on tasks and auth, never on it.
+    "longtools.pages": ("longtools.server", "longtools.client", "longtools.cli"),
+    "longtools.tasks": ("longtools.server", "longtools.pages", "longtools.client", "longtools.cli"),
     "longtools.temporal": (
         "longtools.server",
+        "longtools.pages",
         "longtools.tasks",
         "longtools.auth",
         "longtools.client",
@@ -40,6 +43,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "longtools.tools": (
         "longtools.server",
+        "longtools.pages",
         "longtools.tasks",
         "longtools.temporal",
         "longtools.client",
@@ -47,6 +51,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "longtools.auth": (
         "longtools.server",
+        "longtools.pages",
         "longtools.tasks",
         "longtools.temporal",
         "longtools.tools",

@@ -196,6 +196,7 @@ def test_bulk_close_asks_once_then_closes_each_open_ticket_as_a_task(server: Ser
         "customer": customer,
         "outcome": "closed",
         "reason": "Duplicate",
+        "note": "",
         "closed": [first],
         "alreadyClosed": [second],
         "notFound": [],

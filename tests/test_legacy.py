@@ -20,10 +20,18 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, TextContent
+from mcp_types import (
+    CallToolResult,
+    ElicitCompleteNotification,
+    ElicitRequestParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+    TextContent,
+)
 
 from longtools.server import LegacySession, Seals
 from tests.conftest import Served, run_driver
+from tests.pages import PageClient
 from tests.test_sdk_client import Recorder
 from tests.wire import Legacy, error, result, sse_lines
 
@@ -228,25 +236,37 @@ def test_a_kept_session_id_is_still_checked_for_its_principal_and_lifetime_on_ev
 
 
 class _Person(Recorder):
-    """Answers the bulk confirmation too; remembers progress."""
+    """Answers the bulk confirmation too, on its page as its URL request asks; remembers progress
+    and which URL requests the server said were completed."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: str) -> None:
         super().__init__()
+        self.base = base
         self.progress: list[str] = []
+        self.completed: list[str] = []
+        self.opened: list[str] = []
 
     async def elicit(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
-        properties = getattr(params, "requested_schema", {}).get("properties", {})
-        if "confirm" in properties:
+        if isinstance(params, ElicitRequestURLParams):  # a person's question: its page, in a browser
             self.asked.append(params.message)
-            return ElicitResult(action="accept", content={"confirm": True, "reason": "Resolved"})
+            self.opened.append(str(params.elicitation_id))
+            with PageClient(self.base) as browser:
+                await anyio.to_thread.run_sync(
+                    browser.answer, params.url, {"confirm": True, "reason": "Resolved"}
+                )
+            return ElicitResult(action="accept")  # the person went there: the page has the answer
         return await super().elicit(context, params)
 
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
         self.progress.append(message or "")
 
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, ElicitCompleteNotification):
+            self.completed.append(message.params.elicitation_id)
+
 
 async def test_the_python_client_in_legacy_mode_closes_tickets_quick_and_long(server: Served) -> None:
-    person = _Person()
+    person = _Person(server.base)
     customer = f"c-{secrets.token_hex(4)}"
     with anyio.fail_after(60):
         async with Client(
@@ -255,6 +275,7 @@ async def test_the_python_client_in_legacy_mode_closes_tickets_quick_and_long(se
             elicitation_callback=person.elicit,
             sampling_callback=person.sample,
             list_roots_callback=person.roots,
+            message_handler=person.on_message,
         ) as client:
             assert client.protocol_version == "2025-11-25"
             made = [
@@ -275,6 +296,7 @@ async def test_the_python_client_in_legacy_mode_closes_tickets_quick_and_long(se
     assert isinstance(every_kind.content[0], TextContent)
     assert every_kind.content[0].text == "Name: Ada; Greeting: Paris; Roots: 1"
     assert {"sampling", "roots", f"Close 2 tickets for {customer}?"} <= set(person.asked)
+    assert person.completed == person.opened  # notifications/elicitation/complete, once answered
     assert isinstance(bulk, CallToolResult) and bulk.structured_content is not None
     assert bulk.structured_content["closed"] == tickets[1:]
     assert person.progress and set(person.progress) <= {"Closing 2 tickets", "Closed 1 of 2", "Closed 2 of 2"}
@@ -373,9 +395,12 @@ def test_the_inspector_cli_lists_calls_and_gets_the_capability_error(mcp_url: st
     assert text == "close_ticket needs a client that supports form elicitation"
 
 
-def test_the_inspector_cli_closes_tickets_through_the_task_tools(mcp_url: str) -> None:
+def test_the_inspector_cli_follows_a_task_through_the_task_tools_while_the_person_answers_on_its_page(
+    mcp_url: str,
+) -> None:
     """The Inspector CLI declares no elicitation: a long tool answers it with its task, and the
-    task tools carry the rest, one CLI call each, as a model in a chat host would."""
+    task tools carry the rest, one CLI call each, as a model in a chat host would; the person
+    answers the question on its page."""
     customer = f"c-{secrets.token_hex(4)}"
 
     def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -390,10 +415,12 @@ def test_the_inspector_cli_closes_tickets_through_the_task_tools(mcp_url: str) -
     ticket_id = made["structuredContent"]["ticketId"]
     task = call("bulk_close_tickets", {"customer": customer})["structuredContent"]
     assert task["status"] == "input_required"
-    [key] = task["inputRequests"]
-    answers = {key: {"action": "accept", "content": {"confirm": True}}}
-    shown = call("task_answer", {"taskId": task["taskId"], "answers": answers})["structuredContent"]
-    while shown["status"] == "working":
+    # A person's question: the model relays its link, and the person answers on the page.
+    [link] = task["_meta"]["longtools.dev/answer-links"].values()
+    with PageClient(mcp_url.removesuffix("/mcp")) as browser:
+        browser.answer(link, {"confirm": True})
+    shown = call("task_status", {"taskId": task["taskId"]})["structuredContent"]
+    while shown["status"] in ("working", "input_required"):
         shown = call("task_status", {"taskId": task["taskId"]})["structuredContent"]
     assert shown["status"] == "completed"
     assert shown["result"]["structuredContent"]["closed"] == [ticket_id]

@@ -31,9 +31,10 @@ from longtools.auth import ANONYMOUS
 from longtools.server import _listen
 from longtools.server._gate import HANDOFF, Handoff, McpGate, Write, handoff_of
 from longtools.server._listen import PING, TaskListens, _Frames, _Rest
+from longtools.server._people import Audience, People
 from longtools.server._wire import raw_notification
-from longtools.tasks import TaskIds, TaskNotFound, Tasks, TaskView
-from tests.conftest import Served, bearer
+from longtools.tasks import AnswerLinks, TaskIds, TaskNotFound, Tasks, TaskView
+from tests.conftest import STATE_KEY, Served, bearer
 from tests.wire import TASKS_EXTENSION, Stream, eventually, headers_for, meta, post, result
 
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
@@ -92,8 +93,24 @@ def _no_extension() -> MCPError:
 
 def _listens(tasks: _Tasks) -> tuple[TaskListens, Gauge]:
     gauge = Gauge("streams", "open streams", registry=CollectorRegistry())
-    listens = TaskListens(Settings(), cast(Tasks, tasks), lambda view: 500, _no_extension, gauge)
+    settings = Settings(state_keys=STATE_KEY)
+    listens = TaskListens(
+        settings, cast(Tasks, tasks), lambda view: 500, _no_extension, gauge, People(settings)
+    )
     return listens, gauge
+
+
+def _audience() -> Audience:
+    """A client that declared nothing, as every stream here is."""
+    settings = Settings(state_keys=STATE_KEY)
+    return Audience(
+        links=AnswerLinks(settings),
+        principal="ann",
+        base="http://127.0.0.1:1",
+        url_mode=False,
+        forms=False,
+        legacy=False,
+    )
 
 
 def _open(gauge: Gauge) -> float:
@@ -122,7 +139,7 @@ async def test_a_change_is_framed_byte_for_byte_as_the_sdk_frames_it() -> None:
     view = _view("completed", message="done ✓", result={"content": [], "structuredContent": structured})
     listens, _ = _listens(_Tasks([]))
     meta_ = {SUBSCRIPTION: "l-1"}
-    rest = _Rest(listens, "ann", meta_, "l-1")
+    rest = _Rest(listens, "ann", meta_, "l-1", _audience())
     frames, write = _writer()
     await _Frames(write, rest).task(view)
 
@@ -136,7 +153,7 @@ async def test_a_change_is_framed_byte_for_byte_as_the_sdk_frames_it() -> None:
         )
         session = ServerSession(dctx, Connection.from_envelope("2026-07-28", None, None))
         await session.send_notification(
-            raw_notification("notifications/tasks", listens.task_params(view, meta_)),
+            raw_notification("notifications/tasks", listens.task_params(view, meta_, _audience())),
             related_request_id="l-1",
         )
         assert frames == [source.receive_nowait()]
@@ -152,7 +169,7 @@ async def test_a_carried_stream_pings_when_silent_and_ends_with_the_sdks_last_fr
 ) -> None:
     monkeypatch.setattr(_listen, "PING_S", 0.05)
     listens, gauge = _listens(_Tasks([None, None, _view("completed")]))
-    rest = _Rest(listens, "ann", {SUBSCRIPTION: 7}, 7)
+    rest = _Rest(listens, "ann", {SUBSCRIPTION: 7}, 7, _audience())
     rest.views = [_view("working")]
     assert _open(gauge) == 1
     frames, write = _writer()
@@ -170,7 +187,7 @@ async def test_a_carried_stream_pings_when_silent_and_ends_with_the_sdks_last_fr
 
 async def test_a_failure_while_carried_ends_the_stream_as_the_sdk_would() -> None:
     listens, gauge = _listens(_Tasks([ValueError("a bug")]))
-    rest = _Rest(listens, "ann", {SUBSCRIPTION: 7}, 7)
+    rest = _Rest(listens, "ann", {SUBSCRIPTION: 7}, 7, _audience())
     rest.views = [_view("working")]
     frames, write = _writer()
     last = await rest.carry_on(write, b"unused")
@@ -187,6 +204,7 @@ class _Client:
     """The SDK's side of a listen request, as the handler sees it: its session, id and scope."""
 
     client_capabilities = ClientCapabilities(extensions={TASKS_EXTENSION: {}})
+    protocol_version = "2026-07-28"
 
     def __init__(self, scope: dict[str, Any]) -> None:
         self.sent: list[dict[str, Any]] = []

@@ -16,7 +16,8 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
-from tests.conftest import Served, bearer
+from tests.conftest import OWNER_TOKENS, Served, bearer
+from tests.pages import PageClient
 from tests.wire import ALL_CAPS, Legacy, eventually, post, result
 
 NONE: dict[str, Any] = {}
@@ -71,7 +72,7 @@ def test_only_a_client_that_needs_them_is_shown_the_task_tools(owners: Served) -
 
 
 @pytest.mark.parametrize("era", [_modern, _legacy], ids=["2026-07-28", "2025"])
-def test_a_client_without_capabilities_closes_tickets_through_the_task_tools(
+def test_a_client_without_capabilities_is_sent_to_the_page_for_a_persons_question(
     owners: Served, era: Callable[[str, str], Call]
 ) -> None:
     ann, ben = era(owners.url, "ann"), era(owners.url, "ben")
@@ -82,22 +83,34 @@ def test_a_client_without_capabilities_closes_tickets_through_the_task_tools(
     task = started["structuredContent"]
     assert started.get("isError") is not True
     assert task["status"] == "input_required", task
-    [(key, question)] = task["inputRequests"].items()
-    assert question["method"] == "elicitation/create"
+    # Shown as a link: the text and structuredContent carry it, never a form the model could fill.
+    [(key, link)] = task["_meta"]["longtools.dev/answer-links"].items()
+    assert link.startswith(owners.base + "/answer/")
+    shown = task["inputRequests"][key]["params"]
+    shown.pop("elicitationId", None)  # the 2025 era's own field
+    assert shown == {
+        "mode": "url",
+        "message": f"Close 2 tickets for {customer}?",
+        "url": link,
+    }
     said = _text(started)
     assert f"Close 2 tickets for {customer}?" in said
-    assert "confirm (boolean, required)" in said
-    assert f'"{key}"' in said and "task_answer" in said
+    assert link in said and "Only the person may answer this" in said
+    assert "confirm (boolean" not in said
 
     def answer(who: Call, content: dict[str, Any]) -> dict[str, Any]:
         answers = {key: {"action": "accept", "content": content}}
         return who("task_answer", {"taskId": task["taskId"], "answers": answers})
 
-    wrong = answer(ann, {"confirm": "yes"})
-    assert wrong["isError"] is True
-    assert "field 'confirm'" in _text(wrong) and "is not of type 'boolean'" in _text(wrong)
-    assert "What fits" in _text(wrong)
-    assert wrong["structuredContent"]["status"] == "input_required"  # nothing was sent
+    # The model may not approve it on the person's behalf, nor decline it.
+    for attempt in ({"confirm": True, "reason": "duplicate"}, {"confirm": "yes"}):
+        refused = answer(ann, attempt)
+        assert refused["isError"] is True
+        assert f"The question {key!r} must be answered by a person" in _text(refused)
+        assert f"Ask the person to open {link}" in _text(refused)
+        assert refused["structuredContent"]["status"] == "input_required"  # nothing was sent
+    declined = ann("task_answer", {"taskId": task["taskId"], "answers": {key: {"action": "decline"}}})
+    assert declined["isError"] is True
 
     # Another principal's task reads as no task at all, whatever the tool.
     extras: list[tuple[str, dict[str, Any]]] = [
@@ -112,14 +125,17 @@ def test_a_client_without_capabilities_closes_tickets_through_the_task_tools(
         assert "structuredContent" not in foreign
     assert _text(ben("task_status", {"taskId": "no-such-task"})) == UNKNOWN.format("no-such-task")
 
-    answered = answer(ann, {"confirm": True, "reason": "Duplicate"})
-    assert answered.get("isError") is not True
+    # The person answers on the page, and the task goes on to its end.
+    with PageClient(owners.base) as browser:
+        browser.sign_in(OWNER_TOKENS["ann"])
+        sent = browser.answer(link, {"confirm": True, "reason": "Duplicate"})
+        assert "Your answer was sent" in sent.text
     done = eventually(
         lambda: ann("task_status", {"taskId": task["taskId"]}),
         lambda shown: shown["structuredContent"]["status"] == "completed",
     )
     closed = done["structuredContent"]["result"]["structuredContent"]
-    assert sorted(closed["closed"]) == sorted(tickets)
+    assert sorted(closed["closed"]) == sorted(tickets) and closed["reason"] == "Duplicate"
     assert "has completed" in _text(done) and tickets[0] in _text(done)
     assert all(_history(ann, ticket) == ["created", "closed"] for ticket in tickets)
 
@@ -157,12 +173,15 @@ async def _follow_with_mcp(url: str, mode: Any) -> None:
             started = await client.call_tool("bulk_close_tickets", {"customer": customer})
             task = _structured(started)
             assert task["status"] == "input_required"
-            [key] = task["inputRequests"]
+            [(key, link)] = task["_meta"]["longtools.dev/answer-links"].items()
             answers = {key: {"action": "accept", "content": {"confirm": True}}}
-            answered = await client.call_tool("task_answer", {"taskId": task["taskId"], "answers": answers})
-            shown = _structured(answered)
+            refused = await client.call_tool("task_answer", {"taskId": task["taskId"], "answers": answers})
+            assert refused.is_error is True  # a person's question: not the model's to approve
+            with PageClient(url.removesuffix("/mcp")) as browser:  # no auth: this computer's person
+                await anyio.to_thread.run_sync(browser.answer, link, {"confirm": True})
+            shown = _structured(await client.call_tool("task_status", {"taskId": task["taskId"]}))
             while shown["status"] != "completed":
-                assert shown["status"] == "working", shown
+                assert shown["status"] in ("working", "input_required"), shown
                 shown = _structured(await client.call_tool("task_status", {"taskId": task["taskId"]}))
     ids = sorted(_structured(ticket)["ticketId"] for ticket in made)
     assert sorted(shown["result"]["structuredContent"]["closed"]) == ids
@@ -176,7 +195,7 @@ def _structured(outcome: CallToolResult) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_the_mcp_client_with_no_callbacks_closes_tickets_through_the_task_tools(
+async def test_the_mcp_client_with_no_callbacks_follows_the_task_tools_while_the_person_answers_on_the_page(
     mcp_url: str, mode: str
 ) -> None:
     await _follow_with_mcp(mcp_url, mode)

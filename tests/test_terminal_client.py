@@ -23,6 +23,7 @@ import pexpect
 import pytest
 
 from tests.conftest import OWNER_TOKENS, Served, wait_for_line
+from tests.pages import PageClient
 from tests.wire import TASKS_EXTENSION, eventually, get_task, post, result, wait_for_task
 
 LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
@@ -79,20 +80,21 @@ def _finish(child: pexpect.spawn[str]) -> int:
     return child.exitstatus
 
 
-def test_call_runs_a_long_tool_as_a_task_with_a_live_status_and_an_answer_at_the_prompt(
+def test_call_runs_a_long_tool_as_a_task_with_a_live_status_and_a_persons_question_on_its_page(
     server: Served,
 ) -> None:
     customer = f"c-{secrets.token_hex(4)}"
     tickets = _tickets(server.url, customer, 2)
     child = _spawn("call", server.url, "bulk_close_tickets", f"customer={customer}")
     child.expect(f"Close 2 tickets for {customer}")
-    child.expect(r"\[A/d/c\]")
-    child.sendline("")  # answer
-    child.expect(r"(?i)confirm")
-    child.expect(r"\[[yY]/[nN]\]")
+    # A person's question: the terminal shows its link (a URL request) and waits for the person.
+    child.expect(r"Link: (http://\S+)")
+    assert isinstance(child.match, re.Match)
+    link = str(child.match.group(1))
+    child.expect(r"Done\? \[y/n\]")
+    with PageClient(server.base) as browser:
+        browser.answer(link, {"confirm": True})  # the default reason
     child.sendline("y")
-    child.expect(r"(?i)reason")
-    child.sendline("")  # the default reason
     child.expect(r"task working · \d+s")  # the live status line, with the elapsed time
     child.expect("Closed 1 of 2")
     child.expect('"closed"')
@@ -116,20 +118,16 @@ def test_call_answers_a_close_reason_by_picking_from_the_enum_list(server: Serve
 
 
 def test_task_watch_picks_up_a_task_started_elsewhere_and_answers_it(server: Served) -> None:
-    customer = f"c-{secrets.token_hex(4)}"
-    [ticket_id] = _tickets(server.url, customer, 1)
-    params = {"name": "bulk_close_tickets", "arguments": {"customer": customer}}
+    filename = f"f-{secrets.token_hex(4)}.txt"
+    params = {"name": "confirm_delete", "arguments": {"filename": filename}}
     task_id = result(post(server.url, "tools/call", params, caps=TASK_CAPS))["taskId"]
     child = _spawn("task", "watch", server.url, task_id)
-    child.expect(f"Close 1 ticket for {customer}")
+    child.expect(f"Delete {filename}")
     child.sendline("")
     child.expect(r"\[[yY]/[nN]\]")
     child.sendline("yes")
-    child.expect(r"(?i)reason")
-    child.sendline("3")
-    child.expect('"reason": "Cancelled"')
+    child.expect(f"Deleted {filename}")
     assert _finish(child) == 0
-    assert _events(server.url, ticket_id) == ["created", "closed"]
 
 
 def test_task_answer_and_get_work_without_prompts(server: Served) -> None:
@@ -154,7 +152,14 @@ def test_task_answer_and_get_work_without_prompts(server: Served) -> None:
     assert refused.stderr.startswith(
         "longtools: the server refused the answer: inputResponses['input'] does not fit"
     )
-    answered = _run("task", "answer", server.url, task_id, "confirm=yes", "reason=Duplicate")
+    # A person's question comes to this client as a link: fields are not how it is answered.
+    [link] = get_task(server.url, task_id)["_meta"]["longtools.dev/answer-links"].values()
+    on_page = _run("task", "answer", server.url, task_id, "confirm=yes", "reason=Duplicate")
+    assert on_page.returncode == 1
+    assert on_page.stderr == f"longtools: task {task_id} waits for a person to answer on its page: {link}\n"
+    # A form's answer from this client, which shows forms to its person, is taken as such.
+    form = '{"input": {"action": "accept", "content": {"confirm": true, "reason": "Duplicate"}}}'
+    answered = _run("task", "answer", server.url, task_id, "--json", form)
     assert answered.returncode == 0, answered.stderr
     assert f"answered input; task {task_id} is" in answered.stdout
     done = wait_for_task(server.url, task_id, lambda task: task["status"] == "completed")

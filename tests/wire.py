@@ -94,8 +94,9 @@ def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
 
 
 def get_task(url: str, task_id: str, headers: Mapping[str, str | None] | None = None) -> dict[str, Any]:
-    """``tasks/get`` from a client that declares the tasks extension."""
-    caps: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
+    """``tasks/get`` from a client that declares the tasks extension and form elicitation (it is
+    shown a person's question as the form its host puts before the person)."""
+    caps: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
     return result(post(url, "tasks/get", {"taskId": task_id}, caps=caps, headers=headers))
 
 

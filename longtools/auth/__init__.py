@@ -18,19 +18,41 @@ from longtools.auth._callers import (
     principal_of,
     principal_of_scope,
 )
-from longtools.auth._tokens import AuthConfigError, BearerVerifier, principal_hash
+from longtools.auth._tokens import (
+    JWKS_MAX_AGE_S,
+    JWKS_REFETCH_INTERVAL_S,
+    LEEWAY_S,
+    MAX_TOKEN_CHARS,
+    STATIC_ISSUER,
+    AuthConfigError,
+    BearerVerifier,
+    JwksError,
+    KeySet,
+    parse_jwks,
+    principal_hash,
+    principal_id,
+)
 
 __all__ = [
     "ANONYMOUS",
+    "JWKS_MAX_AGE_S",
+    "JWKS_REFETCH_INTERVAL_S",
+    "LEEWAY_S",
+    "MAX_TOKEN_CHARS",
+    "STATIC_ISSUER",
     "AuthConfigError",
     "Authorize",
     "BearerVerifier",
     "Caller",
+    "JwksError",
+    "KeySet",
     "RequireBearer",
     "VerifiedBearer",
     "caller_of",
     "metadata_routes",
+    "parse_jwks",
     "principal_hash",
+    "principal_id",
     "principal_of",
     "principal_of_scope",
 ]

@@ -38,7 +38,20 @@ from mcp.server.auth.provider import AccessToken
 
 from longtools._settings import KEYGEN_HINT, Settings, is_loopback_url, parse_static_tokens
 
-__all__ = ["STATIC_ISSUER", "AuthConfigError", "BearerVerifier", "principal_hash", "principal_id"]
+__all__ = [
+    "JWKS_MAX_AGE_S",
+    "JWKS_REFETCH_INTERVAL_S",
+    "LEEWAY_S",
+    "MAX_TOKEN_CHARS",
+    "STATIC_ISSUER",
+    "AuthConfigError",
+    "BearerVerifier",
+    "JwksError",
+    "KeySet",
+    "parse_jwks",
+    "principal_hash",
+    "principal_id",
+]
 
 log = structlog.get_logger("longtools.auth")
 
@@ -70,12 +83,12 @@ class _Refused(Exception):
         self.reason = reason
 
 
-class _JwksError(ValueError):
+class JwksError(ValueError):
     """A JWKS document cannot be used (the message is short and names no key material)."""
 
 
 @dataclass(frozen=True)
-class _KeySet:
+class KeySet:
     """Verification keys by (kid, alg); a key is only ever used for the one algorithm it is for."""
 
     keys: Mapping[tuple[str | None, str], Any]
@@ -88,7 +101,7 @@ class _KeySet:
         return candidates[0] if len(candidates) == 1 else None
 
 
-_EMPTY = _KeySet({})
+_EMPTY = KeySet({})
 
 
 def principal_id(token: AccessToken) -> str:
@@ -327,10 +340,10 @@ class BearerVerifier:
             try:
                 response = await self._http.get(url, timeout=JWKS_FETCH_TIMEOUT_S)
                 if response.status_code != 200:
-                    raise _JwksError(f"HTTP {response.status_code}")
-                keys = _parse_jwks(response.content)
-            except (httpx.HTTPError, _JwksError) as exc:
-                reason = str(exc) if isinstance(exc, _JwksError) else type(exc).__name__
+                    raise JwksError(f"HTTP {response.status_code}")
+                keys = parse_jwks(response.content)
+            except (httpx.HTTPError, JwksError) as exc:
+                reason = str(exc) if isinstance(exc, JwksError) else type(exc).__name__
                 log.warning("jwks_fetch_failed", reason=reason, kept_keys=len(self._keys.keys))
                 return
             self._keys = keys
@@ -340,10 +353,10 @@ class BearerVerifier:
     def _load_file_at_start(self, path: Path) -> None:
         try:
             stamp = _file_stamp(path)
-            self._keys = _parse_jwks(path.read_bytes())
+            self._keys = parse_jwks(path.read_bytes())
         except OSError as exc:
             raise AuthConfigError(f"LONGTOOLS_JWT_JWKS: cannot read {path}: {exc.strerror}") from None
-        except _JwksError as exc:
+        except JwksError as exc:
             raise AuthConfigError(f"LONGTOOLS_JWT_JWKS: {path} is not a usable JWKS: {exc}") from None
         self._file_stamp = stamp
 
@@ -354,8 +367,8 @@ class BearerVerifier:
                 return
             # Remember the stamp even if the parse fails, so one bad write warns once, not per token.
             self._file_stamp = stamp
-            self._keys = _parse_jwks(path.read_bytes())
-        except (OSError, _JwksError) as exc:
+            self._keys = parse_jwks(path.read_bytes())
+        except (OSError, JwksError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc)
             log.warning("jwks_reload_failed", reason=reason, kept_keys=len(self._keys.keys))
             return
@@ -372,15 +385,15 @@ def _file_stamp(path: Path) -> tuple[int, int, int]:
     return stat.st_mtime_ns, stat.st_size, stat.st_ino
 
 
-def _parse_jwks(raw: bytes) -> _KeySet:
+def parse_jwks(raw: bytes) -> KeySet:
     """The RS256/ES256 signing keys of a JWKS; other keys (symmetric, encryption, other algorithms) are
     skipped, and a set with none left is an error."""
     try:
         document = json.loads(raw)
     except ValueError:
-        raise _JwksError("not JSON") from None
+        raise JwksError("not JSON") from None
     if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
-        raise _JwksError('no "keys" list')
+        raise JwksError('no "keys" list')
     keys: dict[tuple[str | None, str], Any] = {}
     for entry in document["keys"]:
         parsed = _signing_key(entry)
@@ -388,8 +401,8 @@ def _parse_jwks(raw: bytes) -> _KeySet:
             kid, alg, key = parsed
             keys.setdefault((kid, alg), key)
     if not keys:
-        raise _JwksError("no RS256/ES256 signing key (RSA of 2048+ bits, or EC P-256)")
-    return _KeySet(keys)
+        raise JwksError("no RS256/ES256 signing key (RSA of 2048+ bits, or EC P-256)")
+    return KeySet(keys)
 
 
 def _signing_key(entry: object) -> tuple[str | None, str, Any] | None:

@@ -562,6 +562,9 @@ def task_answer(
         terminal.interactive = False
         fields = {name for request in asked.values() for name in _fields(request)}
         unknown = sorted(set(terminal.answers) - fields)
+        pages = [str(request["params"].get("url")) for request in asked.values() if _on_a_page(request)]
+        if unknown and pages:
+            raise ClientError(f"task {task_id} waits for a person to answer on its page: {' '.join(pages)}")
         if unknown:
             known = ", ".join(sorted(fields)) or "none"
             raise ClientError(f"task {task_id} asks no field {', '.join(unknown)}; it asks: {known}")
@@ -613,6 +616,12 @@ def _asked(task: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if not isinstance(asked, dict):
         return {}
     return {key: value for key, value in asked.items() if isinstance(value, dict)}
+
+
+def _on_a_page(request: Mapping[str, Any]) -> bool:
+    """Whether a question is a URL request: answered on a page, not with fields."""
+    params = request.get("params")
+    return isinstance(params, dict) and params.get("mode") == "url"
 
 
 def _fields(request: Mapping[str, Any]) -> list[str]:

@@ -1,18 +1,104 @@
-"""OpenID Connect sign-in for the answer page: authorization code with PKCE. API process.
+"""OpenID Connect sign-in for the answer page: authorization code with PKCE (S256). API process.
 
-INTERFACE ONLY (to be implemented): the pages package calls this; nothing here works yet.
+The page's routes call ``begin`` to send a person's browser to the issuer, and ``finish`` when the
+browser comes back to the callback. ``finish`` answers the principal the same person's bearer tokens
+have (``jwt:<iss>|<sub>``, as ``longtools.auth._tokens.principal_id`` makes it), so the tasks they
+started from an MCP client are theirs on the page too.
+
+All a browser carries between the two calls is one sealed value (state, nonce, PKCE verifier, where
+to go back to, an expiry) that the caller keeps in a short-lived cookie. No replica stores anything,
+and a callback completes only in the browser that began the sign-in: the ``state`` in the callback
+must match the cookie's.
+
+The ID token is checked as strictly as a bearer token: RS256/ES256 with keys from the issuer's JWKS
+only (the same key rules), ``iss`` exactly, this client in ``aud``, ``exp`` with the same leeway, and
+this sign-in's nonce. Nothing a token holds is logged or put in a message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+import unicodedata
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, NoReturn
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import httpx
+import jwt
+import structlog
 
-from longtools._settings import Settings
+from longtools._sealing import Sealer, Unsealable
+from longtools._settings import Settings, is_loopback_url
+
+# The bearer verifier's key rules and limits, shared on purpose: a person's ID token is held to
+# exactly what their MCP client's tokens are held to.
+from longtools.auth import (
+    JWKS_MAX_AGE_S,
+    JWKS_REFETCH_INTERVAL_S,
+    LEEWAY_S,
+    MAX_TOKEN_CHARS,
+    STATIC_ISSUER,
+    AuthConfigError,
+    JwksError,
+    KeySet,
+    parse_jwks,
+)
 
 __all__ = ["OidcSignIn", "SignInFailed", "SignedIn"]
+
+log = structlog.get_logger("longtools.pages")
+
+SEALER_LABEL = "longtools page sign-in"
+"""The ``Sealer`` label of the pending sign-in: a value sealed for any other use never opens as one."""
+PENDING_TTL_S = 600.0
+"""Seconds a person has, from ``begin``, to come back to the callback."""
+HTTP_TIMEOUT_S = 5.0
+DISCOVERY_MAX_AGE_S = 3600.0
+# Far longer than any path of the page, and short enough that the sealed cookie stays far below
+# Sealer's MAX_SEALED (a longer value would not open again).
+MAX_NEXT_PATH = 1024
+_RANDOM_BYTES = 32  # state, nonce and PKCE verifier: 256 bits each, 43 characters of base64url
+_ASYMMETRIC_ALGS = frozenset({"RS256", "ES256"})
+# Error codes of RFC 6749 (4.1.2.1, 5.2) and OpenID Connect Core (3.1.2.6). Only these are logged: the
+# callback's query comes from the browser, and what anyone can put in it has no place in the log.
+_OAUTH_ERRORS = frozenset(
+    {
+        "access_denied",
+        "invalid_request",
+        "unauthorized_client",
+        "unsupported_response_type",
+        "invalid_scope",
+        "server_error",
+        "temporarily_unavailable",
+        "invalid_client",
+        "invalid_grant",
+        "unsupported_grant_type",
+        "interaction_required",
+        "login_required",
+        "account_selection_required",
+        "consent_required",
+        "invalid_request_uri",
+        "invalid_request_object",
+        "request_not_supported",
+        "request_uri_not_supported",
+        "registration_not_supported",
+    }
+)
+
+_AGAIN = "This sign-in has expired or was begun in another browser. Please sign in again."
+_BROKEN = "This sign-in could not be completed. Please sign in again."
+_DECLINED = "The sign-in was cancelled at the identity provider."
+_ISSUER_REFUSED = "The identity provider did not sign you in."
+_UNREACHABLE = "The identity provider cannot be reached right now. Please try again in a moment."
+_MISCONFIGURED = "Signing in with the identity provider is not set up correctly on this server."
+_UNVERIFIED = "The identity provider's answer could not be verified, so you are not signed in."
+_INTERNAL = "Signing in failed. Please try again."
 
 
 class SignInFailed(Exception):
@@ -34,14 +120,121 @@ class SignedIn:
     """The local path the sign-in began from (checked: always a path of this server)."""
 
 
+@dataclass(frozen=True)
+class _Metadata:
+    """The parts of the issuer's discovery document the sign-in uses."""
+
+    authorization_endpoint: str
+    token_endpoint: str
+    jwks_uri: str
+
+
+@dataclass(frozen=True)
+class _Pending:
+    state: str
+    nonce: str
+    verifier: str
+    next_path: str
+
+
 class OidcSignIn:
-    def __init__(self, settings: Settings, *, http: httpx.AsyncClient | None = None) -> None:
-        raise NotImplementedError
+    """Signs people in to the answer page with the OIDC issuer of ``Settings``.
+
+    ``http`` is used instead of a client of its own (and is then not closed by ``aclose``); ``clock``
+    (monotonic seconds) paces discovery and JWKS refetches; ``pending_ttl_s`` is how long a person
+    has from ``begin`` to the callback.
+
+    Raises:
+        AuthConfigError: no ``oidc_client_id``, no issuer (``oidc_issuer`` or ``jwt_issuer``), or an
+            issuer that is not an https:// URL (http:// only on loopback).
+        MissingKeyRing: no state keys to seal the pending sign-in with.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        http: httpx.AsyncClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        pending_ttl_s: float = PENDING_TTL_S,
+    ) -> None:
+        client_id = settings.oidc_client_id
+        issuer = settings.oidc_issuer or settings.jwt_issuer
+        if not client_id:
+            raise AuthConfigError(
+                "OIDC sign-in needs LONGTOOLS_OIDC_CLIENT_ID, the page's client id at the issuer"
+            )
+        if not issuer:
+            raise AuthConfigError(
+                "OIDC sign-in needs an issuer: set LONGTOOLS_OIDC_ISSUER (or LONGTOOLS_JWT_ISSUER)"
+            )
+        # The issuer is where people's browsers and this server's token requests go; and its `iss`
+        # must be one a bearer token may have, or page and MCP principals would never match.
+        if not _secure_url(issuer) or urlsplit(issuer).query or issuer == STATIC_ISSUER or "|" in issuer:
+            raise AuthConfigError(
+                "the OIDC issuer must be an https:// URL without query, fragment or '|' "
+                "(http:// only on loopback)"
+            )
+        self._issuer = issuer
+        self._client_id = client_id
+        self._client_secret = (
+            None if settings.oidc_client_secret is None else settings.oidc_client_secret.get_secret_value()
+        )
+        scopes = settings.oidc_scopes.split()
+        # Without `openid` the issuer answers plain OAuth, with no ID token to sign anyone in with.
+        if "openid" not in scopes:
+            scopes.insert(0, "openid")
+        self._scope = " ".join(scopes)
+        self._sealer = Sealer(settings.require_state_keys(), SEALER_LABEL)
+        self._pending_ttl_s = pending_ttl_s
+        self._clock = clock
+        self._http = http
+        self._owns_http = http is None
+        self._metadata: _Metadata | None = None
+        self._discovered_at = 0.0
+        self._keys = KeySet({})
+        self._keys_fetched_at: float | None = None
+        self._last_keys_attempt: float | None = None
+        self._keys_lock = asyncio.Lock()
 
     async def begin(self, next_path: str, redirect_uri: str) -> tuple[str, str]:
         """The authorization URL to send the browser to, and the sealed value of the short-lived
-        sign-in cookie (state, nonce, PKCE verifier, ``next_path``) that ``finish`` needs."""
-        raise NotImplementedError
+        sign-in cookie (state, nonce, PKCE verifier, ``next_path``) that ``finish`` needs.
+
+        ``next_path`` that is not a path of this server (another host, a scheme, ``//``, a backslash,
+        a control character) becomes ``/``: the sign-in is never an open redirect.
+
+        Raises:
+            SignInFailed: the issuer cannot be reached or its discovery document cannot be used."""
+        try:
+            metadata = await self._discover()
+            state, nonce, verifier = (secrets.token_urlsafe(_RANDOM_BYTES) for _ in range(3))
+            challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=")
+            params = {
+                "response_type": "code",
+                "client_id": self._client_id,
+                "redirect_uri": redirect_uri,
+                "scope": self._scope,
+                "state": state,
+                "nonce": nonce,
+                "code_challenge": challenge.decode(),
+                "code_challenge_method": "S256",
+            }
+            pending = {
+                "state": state,
+                "nonce": nonce,
+                "verifier": verifier,
+                "next": _local_path(next_path),
+                # Wall-clock time: the callback may reach another replica than the one that began.
+                "exp": time.time() + self._pending_ttl_s,
+            }
+            # Bound to the redirect URI: the code is exchanged with the one it was asked for with.
+            sealed = self._sealer.seal(pending, redirect_uri)
+            return _with_query(metadata.authorization_endpoint, params), sealed
+        except SignInFailed:
+            raise
+        except Exception as exc:
+            _internal_error(exc)
 
     async def finish(self, query: Mapping[str, str], pending: str | None, redirect_uri: str) -> SignedIn:
         """Complete the sign-in from the callback's query and the sign-in cookie.
@@ -49,7 +242,302 @@ class OidcSignIn:
         Raises:
             SignInFailed: any failure (an error from the issuer, a wrong state, nonce, audience,
                 issuer or signature, an expired ID token, an unreachable issuer)."""
-        raise NotImplementedError
+        try:
+            return await self._finish(query, pending, redirect_uri)
+        except SignInFailed:
+            raise
+        except Exception as exc:
+            _internal_error(exc)
 
     async def aclose(self) -> None:
-        raise NotImplementedError
+        """Close the HTTP client this sign-in made for itself (an injected one is left open)."""
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def _finish(self, query: Mapping[str, str], pending: str | None, redirect_uri: str) -> SignedIn:
+        began = self._open_pending(pending, redirect_uri)
+        error = query.get("error")
+        if error is not None:
+            known = error if error in _OAUTH_ERRORS else "other"
+            _refuse(_DECLINED if error == "access_denied" else _ISSUER_REFUSED, "authorization error", known)
+        state = query.get("state")
+        if not state:
+            _refuse(_BROKEN, "missing state")
+        # Constant time: how much of a guessed state matched must not show in how long the answer took.
+        if not hmac.compare_digest(state.encode(), began.state.encode()):
+            _refuse(_BROKEN, "state mismatch")
+        code = query.get("code")
+        if not code:
+            _refuse(_BROKEN, "missing code")
+        # RFC 9207: an issuer that says who it is must be ours (a mix-up with another issuer otherwise).
+        callback_issuer = query.get("iss")
+        if callback_issuer is not None and callback_issuer != self._issuer:
+            _refuse(_BROKEN, "callback issuer mismatch")
+        metadata = await self._discover()
+        id_token = await self._exchange(metadata, code, began.verifier, redirect_uri)
+        claims = await self._verify(metadata, id_token, began.nonce)
+        return SignedIn(
+            principal=f"jwt:{claims['iss']}|{claims['sub']}",
+            name=_display_name(claims),
+            next_path=began.next_path,
+        )
+
+    def _open_pending(self, pending: str | None, redirect_uri: str) -> _Pending:
+        if pending is None:
+            _refuse(_AGAIN, "no pending sign-in")
+        try:
+            value = self._sealer.open(pending, redirect_uri)
+        except Unsealable:
+            _refuse(_AGAIN, "pending unsealable")
+        state, nonce, verifier, next_path, expiry = (
+            value.get(name) for name in ("state", "nonce", "verifier", "next", "exp")
+        )
+        if not (
+            isinstance(state, str)
+            and isinstance(nonce, str)
+            and isinstance(verifier, str)
+            and isinstance(next_path, str)
+            and isinstance(expiry, int | float)
+        ):
+            _refuse(_AGAIN, "pending unsealable")
+        if time.time() >= expiry:
+            _refuse(_AGAIN, "pending expired")
+        return _Pending(state=state, nonce=nonce, verifier=verifier, next_path=_local_path(next_path))
+
+    async def _discover(self) -> _Metadata:
+        """The issuer's endpoints, from its discovery document (fetched again after an hour)."""
+        now = self._clock()
+        if self._metadata is not None and now - self._discovered_at < DISCOVERY_MAX_AGE_S:
+            return self._metadata
+        url = f"{self._issuer.rstrip('/')}/.well-known/openid-configuration"
+        response = await self._request("GET", url, "discovery")
+        if not response.is_success:
+            _refuse(_UNREACHABLE, "discovery http error")
+        document = _json_object(response)
+        if document is None:
+            _refuse(_MISCONFIGURED, "discovery malformed")
+        # OpenID Connect Discovery 4.3: exactly the configured issuer, or a document served there may
+        # speak for another one.
+        if document.get("issuer") != self._issuer:
+            _refuse(_MISCONFIGURED, "discovery issuer mismatch")
+        endpoints = [document.get(name) for name in ("authorization_endpoint", "token_endpoint", "jwks_uri")]
+        authorization, token, jwks = endpoints
+        # The code, the client secret and the keys travel to these: https, or http on loopback only.
+        if not (
+            isinstance(authorization, str)
+            and isinstance(token, str)
+            and isinstance(jwks, str)
+            and all(_secure_url(url) for url in (authorization, token, jwks))
+        ):
+            _refuse(_MISCONFIGURED, "discovery malformed")
+        self._metadata = _Metadata(authorization_endpoint=authorization, token_endpoint=token, jwks_uri=jwks)
+        self._discovered_at = now
+        return self._metadata
+
+    async def _exchange(self, metadata: _Metadata, code: str, verifier: str, redirect_uri: str) -> str:
+        """The ID token the token endpoint gives for ``code``."""
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "client_id": self._client_id,
+            "code_verifier": verifier,
+        }
+        auth = None
+        if self._client_secret is not None:
+            # client_secret_basic; RFC 6749 2.3.1 has both parts form-encoded before they are joined.
+            auth = httpx.BasicAuth(quote(self._client_id, safe=""), quote(self._client_secret, safe=""))
+        response = await self._request(
+            "POST", metadata.token_endpoint, "token endpoint", data=form, auth=auth
+        )
+        document = _json_object(response)
+        if not response.is_success:
+            error = None if document is None else document.get("error")
+            _refuse(_ISSUER_REFUSED, "token request refused", error if error in _OAUTH_ERRORS else "other")
+        if document is None:
+            _refuse(_UNVERIFIED, "token response malformed")
+        id_token = document.get("id_token")
+        if not isinstance(id_token, str) or not id_token:
+            _refuse(_UNVERIFIED, "no id token")
+        return id_token
+
+    async def _verify(self, metadata: _Metadata, id_token: str, nonce: str) -> dict[str, Any]:
+        """The claims of ``id_token``, verified (OpenID Connect Core 3.1.3.7), with ``iss`` and ``sub``
+        non-empty strings."""
+        if len(id_token) > MAX_TOKEN_CHARS:
+            _refuse(_UNVERIFIED, "id token too long")
+        try:
+            header = jwt.get_unverified_header(id_token)
+        except jwt.PyJWTError:
+            _refuse(_UNVERIFIED, "malformed id token")
+        alg = header.get("alg")
+        kid = header.get("kid")
+        if not isinstance(alg, str) or (kid is not None and not isinstance(kid, str)):
+            _refuse(_UNVERIFIED, "malformed id token")
+        # Never from the token's say-so alone: `none` and HS* (a public key used as an HMAC secret)
+        # must not get near the decoder.
+        if alg not in _ASYMMETRIC_ALGS:
+            _refuse(_UNVERIFIED, "algorithm not allowed")
+        key = await self._public_key(metadata.jwks_uri, kid, alg)
+        if key is None:
+            _refuse(_UNVERIFIED, "unknown key")
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                id_token,
+                key,
+                algorithms=[alg],
+                audience=self._client_id,
+                issuer=self._issuer,
+                leeway=LEEWAY_S,
+                options={
+                    "require": ["iss", "sub", "aud", "exp", "iat", "nonce"],
+                    "enforce_minimum_key_length": True,
+                },
+            )
+        except jwt.ExpiredSignatureError:
+            _refuse(_UNVERIFIED, "expired")
+        except jwt.ImmatureSignatureError:
+            _refuse(_UNVERIFIED, "not yet valid")
+        except jwt.MissingRequiredClaimError as exc:
+            _refuse(_UNVERIFIED, f"missing {exc.claim}")
+        except jwt.InvalidAudienceError:
+            _refuse(_UNVERIFIED, "wrong audience")
+        except jwt.InvalidIssuerError:
+            _refuse(_UNVERIFIED, "wrong issuer")
+        except jwt.InvalidSignatureError:
+            _refuse(_UNVERIFIED, "bad signature")
+        except jwt.PyJWTError:
+            _refuse(_UNVERIFIED, "invalid id token")
+        iss = claims["iss"]
+        if not isinstance(iss, str):
+            _refuse(_UNVERIFIED, "malformed iss")
+        # As for bearer tokens: a JWT never passes for a static token, and principal_id's "|" join
+        # stays unambiguous.
+        if iss == STATIC_ISSUER:
+            _refuse(_UNVERIFIED, "reserved issuer")
+        if "|" in iss:
+            _refuse(_UNVERIFIED, "malformed iss")
+        # Core 3.1.3.7 (4, 5): with several audiences the token must say it was issued to us.
+        aud = claims["aud"]
+        azp = claims.get("azp")
+        if (isinstance(aud, list) and len(aud) > 1 and azp is None) or (
+            azp is not None and azp != self._client_id
+        ):
+            _refuse(_UNVERIFIED, "wrong azp")
+        # The nonce ties the token to this browser's sign-in: a token captured elsewhere is not replayed.
+        token_nonce = claims["nonce"]
+        if not isinstance(token_nonce, str) or not hmac.compare_digest(token_nonce.encode(), nonce.encode()):
+            _refuse(_UNVERIFIED, "nonce mismatch")
+        sub = claims["sub"]
+        if not isinstance(sub, str) or not sub:
+            _refuse(_UNVERIFIED, "malformed sub")
+        return claims
+
+    async def _public_key(self, jwks_uri: str, kid: str | None, alg: str) -> Any | None:
+        key = self._keys.find(kid, alg)
+        stale = self._keys_fetched_at is None or self._clock() - self._keys_fetched_at >= JWKS_MAX_AGE_S
+        if key is None or stale:
+            await self._refetch_keys(jwks_uri)
+            key = self._keys.find(kid, alg)
+        return key
+
+    async def _refetch_keys(self, jwks_uri: str) -> None:
+        """Fetch the JWKS unless a fetch was tried in the last minute; on failure keep the old keys."""
+        async with self._keys_lock:
+            now = self._clock()
+            # Every attempt counts, failed or not: neither unknown kids nor a down issuer make us hammer it.
+            last = self._last_keys_attempt
+            if last is not None and now - last < JWKS_REFETCH_INTERVAL_S:
+                return
+            self._last_keys_attempt = now
+            try:
+                response = await self._client().get(jwks_uri, timeout=HTTP_TIMEOUT_S)
+                if not response.is_success:
+                    raise JwksError(f"HTTP {response.status_code}")
+                keys = parse_jwks(response.content)
+            except (httpx.HTTPError, JwksError) as exc:
+                reason = str(exc) if isinstance(exc, JwksError) else type(exc).__name__
+                log.warning("jwks_fetch_failed", reason=reason, kept_keys=len(self._keys.keys))
+                return
+            self._keys = keys
+            self._keys_fetched_at = now
+            log.info("jwks_fetched", keys=len(keys.keys))
+
+    async def _request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return await self._client().request(method, url, timeout=HTTP_TIMEOUT_S, **kwargs)
+        except httpx.HTTPError:
+            _refuse(_UNREACHABLE, f"{what} unreachable")
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient()
+        return self._http
+
+
+def _refuse(message: str, reason: str, error: str | None = None) -> NoReturn:
+    """Log the refusal (its reason, and the issuer's OAuth error code if it sent a known one) and raise it."""
+    if error is None:
+        log.warning("sign_in_refused", reason=reason)
+    else:
+        log.warning("sign_in_refused", reason=reason, error=error)
+    # `from None`: an exception being handled (a decoder's, say) stays out of any traceback shown.
+    raise SignInFailed(message, reason) from None
+
+
+def _internal_error(exc: Exception) -> NoReturn:
+    # Deny on error, as the bearer verifier does: a bug refuses one sign-in rather than failing the page
+    # with a 500. Only the type is logged, and the chain is dropped: either could quote a token.
+    log.warning("sign_in_refused", reason="internal error", error=type(exc).__name__)
+    raise SignInFailed(_INTERNAL, "internal error") from None
+
+
+def _local_path(value: object) -> str:
+    """``value`` if it is a path of this server, else ``/``: where a sign-in may send the browser back to.
+
+    A browser reads ``//host``, ``/\\host`` (it treats ``\\`` as ``/``) and a path with a tab or
+    newline in it (which it drops) as another host, so none of those pass."""
+    if (
+        not isinstance(value, str)
+        or not value.startswith("/")
+        or value.startswith("//")
+        or len(value) > MAX_NEXT_PATH
+        or "\\" in value
+        or any(unicodedata.category(char) == "Cc" for char in value)
+    ):
+        return "/"
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc:
+        return "/"
+    return value
+
+
+def _secure_url(url: str) -> bool:
+    """An https:// URL (http:// on loopback) with a host and no fragment."""
+    parts = urlsplit(url)
+    secure = parts.scheme == "https" or (parts.scheme == "http" and is_loopback_url(url))
+    return secure and bool(parts.hostname) and not parts.fragment
+
+
+def _with_query(endpoint: str, params: Mapping[str, str]) -> str:
+    """``endpoint`` with ``params`` added to its query (RFC 6749 3.1: a query it has is kept)."""
+    parts = urlsplit(endpoint)
+    query = urlencode(params)
+    return urlunsplit(parts._replace(query=f"{parts.query}&{query}" if parts.query else query))
+
+
+def _json_object(response: httpx.Response) -> dict[str, Any] | None:
+    try:
+        document = response.json()
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _display_name(claims: Mapping[str, Any]) -> str | None:
+    for name in ("name", "preferred_username", "email"):
+        value = claims.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None

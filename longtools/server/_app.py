@@ -26,9 +26,12 @@ from temporalio.service import RPCError
 from longtools._metrics import Metrics
 from longtools._settings import Settings
 from longtools.auth import BearerVerifier, RequireBearer, VerifiedBearer, metadata_routes
+from longtools.pages import Pages
 from longtools.server._gate import McpGate
 from longtools.server._handlers import build_server
 from longtools.server._legacy import LegacyEra
+from longtools.server._limits import HeldRounds
+from longtools.server._people import People
 from longtools.server._sessions import Seals
 from longtools.tasks import Changes, Mailboxes, RunOnce, Tasks
 from longtools.temporal import Connection, unreachable
@@ -100,8 +103,21 @@ def create_app(
     closers.append(changes.aclose)
     tasks = Tasks(settings, registry, connection, changes, eager=worker_client is not None)
     once = RunOnce(settings, connection, changes, eager=worker_client is not None)
+    held = HeldRounds(
+        per_principal=settings.max_held_rounds_per_principal,
+        total=settings.max_held_rounds,
+        gauge=metrics.held_rounds,
+    )
+    people = People(settings)
     server = build_server(
-        settings, registry, version=longtools_version(), tasks=tasks, once=once, metrics=metrics
+        settings,
+        registry,
+        version=longtools_version(),
+        tasks=tasks,
+        once=once,
+        metrics=metrics,
+        held=held,
+        people=people,
     )
     # Work whose request went away (its client left) finishes and is recorded before the exit.
     closers.append(once.drain)
@@ -175,8 +191,20 @@ def create_app(
 
     streaming: ASGIApp = manager.handle_request
     json_only: ASGIApp = plain.handle_request
-    if settings.auth_configured:
-        verifier = BearerVerifier(settings)
+    verifier = BearerVerifier(settings) if settings.auth_configured else None
+    # The person's pages (answer links, their tasks, sign-in), on this same port.
+    pages = Pages(
+        settings,
+        registry,
+        tasks,
+        people.links,
+        held,
+        allowed_hosts=[*_LOOPBACK_HOSTS, *settings.allowed_hosts],
+        verifier=verifier,
+    )
+    app.router.routes.extend(pages.routes)
+    closers.append(pages.aclose)
+    if verifier is not None:
         backend = VerifiedBearer(verifier)
         streaming = AuthenticationMiddleware(RequireBearer(streaming, settings), backend=backend)
         json_only = AuthenticationMiddleware(RequireBearer(json_only, settings), backend=backend)

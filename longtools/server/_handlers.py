@@ -64,7 +64,9 @@ from longtools._settings import Settings
 from longtools.auth import Caller, caller_of, principal_hash, principal_of
 from longtools.server._exchange import STATE_REFUSED, Exchange
 from longtools.server._legacy_tasks import TASK_CALL, method_not_found, speaks_tasks
+from longtools.server._limits import HeldRounds
 from longtools.server._long_tools import LongTools
+from longtools.server._people import People
 from longtools.server._pushed import (
     Interrupted,
     Rounds,
@@ -101,13 +103,23 @@ NOT_AUTHORIZED = "Not authorized to use this tool"
 
 
 def build_server(
-    settings: Settings, registry: Registry, *, version: str, tasks: Tasks, once: RunOnce, metrics: Metrics
+    settings: Settings,
+    registry: Registry,
+    *,
+    version: str,
+    tasks: Tasks,
+    once: RunOnce,
+    metrics: Metrics,
+    held: HeldRounds,
+    people: People,
 ) -> Server[Any]:
-    """A low-level SDK server answering from ``registry``, sealing state with the configured keys."""
+    """A low-level SDK server answering from ``registry``, sealing state with the configured keys.
+    ``held`` bounds the requests it holds open (shared with the pages); ``people`` shows a person's
+    questions to each client as it may answer them."""
     keys = _key_ring(settings)
     # Idempotency ids are derived from the first key, never from the key itself (domain separation).
     id_secret = tasks.ids.secret
-    long_tools = LongTools(settings, tasks, metrics)
+    long_tools = LongTools(settings, tasks, metrics, held=held, people=people)
     # Logs name a principal by a keyed hash; computed once per principal (an HMAC per request was
     # 2% of a plain tools/call's CPU).
     hash_principal = lru_cache(maxsize=4096)(partial(principal_hash, key=id_secret))

@@ -34,6 +34,7 @@ from pydantic import TypeAdapter
 from longtools._settings import Settings
 from longtools.auth import principal_of
 from longtools.server._limits import HeldRounds, answers_too_large
+from longtools.server._people import Audience, People, deliver, elicitation_id
 from longtools.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy
 from longtools.server._wire import cancel_task, poll_task, raw_notification, read_task, temporal_errors
 from longtools.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
@@ -62,10 +63,10 @@ def speaks_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
     return is_legacy(ctx) and ctx.protocol_version >= TASKS_VERSION
 
 
-def legacy_task_wire(view: TaskView, poll_interval_ms: int) -> dict[str, Any]:
-    """``view`` as a 2025-11-25 ``Task``."""
+def legacy_task_wire(view: TaskView, poll_interval_ms: int, audience: Audience) -> dict[str, Any]:
+    """``view`` as a 2025-11-25 ``Task``, shown to ``audience``."""
     status: str = view.status
-    message = view.status_message
+    message = audience.status_message(view)
     if status == "completed" and view.result is not None and view.result.get("isError"):
         status = "failed"  # 2025-11-25: a tool result with isError is a failed task
         message = message or _first_text(view.result)
@@ -95,9 +96,11 @@ class LegacyTasks:
         *,
         poll_interval_ms: Callable[[TaskView], int],
         held: HeldRounds,
+        people: People,
     ) -> None:
         self._settings = settings
         self._tasks = tasks
+        self._people = people
         # One per ring key, first key first: a cursor is sealed with the first, opened with any (a
         # rotation does not break a listing half-way).
         self._cursor_keys = [
@@ -107,20 +110,20 @@ class LegacyTasks:
         self._poll_interval_ms = poll_interval_ms
         self._held = held
 
-    def created(self, tool: Tool, view: TaskView) -> dict[str, Any]:
+    def created(self, ctx: ServerRequestContext[Any, Any], tool: Tool, view: TaskView) -> dict[str, Any]:
         """The ``CreateTaskResult`` of a task-augmented ``tools/call`` that started ``view``."""
         said = (
             f"{tool.name} is running as task {view.task_id}; its result will come when it is done, "
             "and any question it has will be asked."
         )
         return {
-            "task": legacy_task_wire(view, self._poll_interval_ms(view)),
+            "task": legacy_task_wire(view, self._poll_interval_ms(view), self._people.audience(ctx)),
             "_meta": {IMMEDIATE_RESPONSE_META: said},
         }
 
     async def get(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         view, interval = await poll_task(ctx, self._tasks, task_id, self._poll_interval_ms, self._held)
-        return legacy_task_wire(view, interval)
+        return legacy_task_wire(view, interval, self._people.audience(ctx))
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         """Cancel, and answer with the task once it has ended (the cancellation is durable at once;
@@ -128,14 +131,14 @@ class LegacyTasks:
         here and ends so when one starts)."""
         view = await read_task(ctx, self._tasks, task_id)
         if view.status in TERMINAL:
-            shown = legacy_task_wire(view, 0)["status"]
+            shown = legacy_task_wire(view, 0, self._people.audience(ctx))["status"]
             raise MCPError(
                 code=INVALID_PARAMS, message=f"Cannot cancel task: already in terminal status {shown!r}"
             )
         settle_s = self._settings.answer_settle_s
         async with temporal_errors("tasks/cancel"):
             view = await cancel_task(self._tasks, self._held, view, principal_of(ctx), settle_s)
-        body = legacy_task_wire(view, self._poll_interval_ms(view))
+        body = legacy_task_wire(view, self._poll_interval_ms(view), self._people.audience(ctx))
         if view.status not in TERMINAL:
             body["status"] = "cancelled"
         return body
@@ -143,6 +146,7 @@ class LegacyTasks:
     async def list(self, ctx: ServerRequestContext[Any, Any], cursor: str | None) -> dict[str, Any]:
         """The caller's own tasks, newest first, a page at a time."""
         principal = principal_of(ctx)
+        audience = self._people.audience(ctx)
         token = self._opened_cursor(cursor, principal) if cursor is not None else b""
         async with temporal_errors("tasks/list"):
             ids, following = await self._tasks.owned(principal, self._settings.task_list_page_size, token)
@@ -152,7 +156,7 @@ class LegacyTasks:
                     view = await self._tasks.get(task_id, principal)
                 except TaskNotFound:
                     continue  # expired, or (through a hash collision) another principal's
-                shown.append(legacy_task_wire(view, self._poll_interval_ms(view)))
+                shown.append(legacy_task_wire(view, self._poll_interval_ms(view), audience))
         body: dict[str, Any] = {"tasks": shown}
         if following:
             body["nextCursor"] = self._sealed_cursor(following, principal)
@@ -168,13 +172,19 @@ class LegacyTasks:
         round; ``max_rounds`` of them end the request.
         """
         principal = principal_of(ctx)
+        audience = self._people.audience(ctx)
         view = await read_task(ctx, self._tasks, task_id)
         answered: set[str] = set()
+        """Keys not to push again: answered, sent to the page, or only the page can answer."""
+        completing: set[str] = set()
+        """URL requests the person went to, whose notifications/elicitation/complete is due."""
         pushed: set[str] = set()
         reasked = 0
         try:
             with self._held.hold(principal):
                 while view.status not in TERMINAL:
+                    # Only the person can answer these, on the page (the task shows its links).
+                    answered |= {k for k, q in (view.input_requests or {}).items() if audience.page_only(q)}
                     waiting = {k: q for k, q in (view.input_requests or {}).items() if k not in answered}
                     if waiting:
                         if waiting.keys() & pushed:
@@ -186,8 +196,9 @@ class LegacyTasks:
                                     "call tasks/result again, or cancel the task",
                                 )
                         pushed |= waiting.keys()
-                        delivered, moved = await self._ask(ctx, view, principal, waiting)
-                        answered |= delivered
+                        delivered, consented, moved = await self._ask(ctx, audience, view, principal, waiting)
+                        answered |= delivered | consented
+                        completing |= consented
                         if moved is not None:
                             view = moved
                             continue
@@ -200,8 +211,10 @@ class LegacyTasks:
                             self._settings.mrtr_wait_s,
                             since=view,
                         )
+                    completing = await _complete(ctx, view, completing)
                     if view.status != before.status or view.status_message != before.status_message:
-                        await _notify_status(ctx, legacy_task_wire(view, self._poll_interval_ms(view)))
+                        shown = legacy_task_wire(view, self._poll_interval_ms(view), audience)
+                        await _notify_status(ctx, shown)
                     if self._tasks.stopping and view.status not in TERMINAL:
                         raise MCPError(
                             code=INTERNAL_ERROR,
@@ -212,12 +225,24 @@ class LegacyTasks:
         return _outcome(view)
 
     async def _ask(
-        self, ctx: ServerRequestContext[Any, Any], view: TaskView, principal: str, waiting: Mapping[str, Any]
-    ) -> tuple[set[str], TaskView | None]:
-        """Push the task's open questions and deliver the answers that fit: the keys delivered (an
-        answer that does not fit leaves its question open, to be asked again). When the task ends
-        or stops asking them first, the push is withdrawn: nothing delivered, and the task then."""
-        questions = {key: _requests_adapter.validate_python(q) for key, q in waiting.items()}
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        audience: Audience,
+        view: TaskView,
+        principal: str,
+        waiting: Mapping[str, Any],
+    ) -> tuple[set[str], set[str], TaskView | None]:
+        """Push the task's open questions (a person's as a URL request, when the client takes one)
+        and deliver the answers that fit: the keys delivered (an answer that does not fit leaves its
+        question open, to be asked again) and those of URL requests the person went to. When the
+        task ends or stops asking them first, the push is withdrawn: nothing delivered, and the task
+        then."""
+        questions = {
+            key: _requests_adapter.validate_python(
+                audience.url_request(view, key, q) if audience.as_url(q) else q
+            )
+            for key, q in waiting.items()
+        }
         caps = ctx.session.client_capabilities
         unanswerable = [q.method for q in questions.values() if caps is None or not kind_supported(q, caps)]
         if unanswerable:
@@ -242,7 +267,7 @@ class LegacyTasks:
                 if not asking.done():
                     now = watching.result()
                     if moved_on(now):
-                        return set(), now
+                        return set(), set(), now
                     await asking  # the task lives on only as long as its TTL: asked till then
                 answers = asking.result()
         except Unanswered as exc:
@@ -253,12 +278,12 @@ class LegacyTasks:
             await asyncio.gather(asking, watching, return_exceptions=True)
         try:
             async with temporal_errors("tasks/result"):
-                delivered = await self._tasks.answer(view, answers, by="form", skip_invalid=True)
-                if not delivered:  # none fitted, or the task ended meanwhile: it tells which
-                    return set(), await self._tasks.read(view.task_id, principal)
+                delivered, consented = await deliver(self._tasks, audience, view, answers, skip_invalid=True)
+                if not delivered and not consented:  # none fitted, or the task ended meanwhile
+                    return set(), set(), await self._tasks.read(view.task_id, principal)
         except AnswersTooLarge:
             raise answers_too_large(self._settings.max_task_answer_bytes) from None
-        return set(delivered), None
+        return delivered, consented, None
 
     def _sealed_cursor(self, token: bytes, principal: str) -> str:
         body = base64.urlsafe_b64encode(token).decode()
@@ -310,6 +335,17 @@ def _first_text(result: Mapping[str, Any]) -> str | None:
         if isinstance(block, Mapping) and block.get("type") == "text":
             return str(block.get("text", ""))[:500]
     return None
+
+
+async def _complete(ctx: ServerRequestContext[Any, Any], view: TaskView, completing: set[str]) -> set[str]:
+    """Send ``notifications/elicitation/complete`` for the URL requests the page has answered now;
+    the keys still to complete."""
+    still = completing & set(view.input_requests or {}) if view.status not in TERMINAL else set()
+    for key in sorted(completing - still):
+        await ctx.session.send_elicit_complete(
+            elicitation_id(view.task_id, key), related_request_id=ctx.request_id
+        )
+    return still
 
 
 async def _notify_status(ctx: ServerRequestContext[Any, Any], task: dict[str, Any]) -> None:

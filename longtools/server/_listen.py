@@ -55,6 +55,7 @@ from longtools._settings import Settings
 from longtools.auth import principal_of
 from longtools.server._gate import Write, handoff_of
 from longtools.server._limits import limit_reached
+from longtools.server._people import Audience, People
 from longtools.server._wire import declares_tasks, raw_notification, temporal_errors
 from longtools.tasks import TERMINAL, TaskNotFound, Tasks, TaskView
 from longtools.temporal import unreachable
@@ -82,7 +83,9 @@ class TaskListens:
         poll_interval_ms: Callable[[TaskView], int],
         missing_extension: Callable[[], MCPError],
         gauge: Gauge,
+        people: People,
     ) -> None:
+        self._people = people
         self._settings = settings
         self._tasks = tasks
         self._poll_interval_ms = poll_interval_ms
@@ -102,7 +105,7 @@ class TaskListens:
         task_ids = self._checked_ids(ctx, wanted)
         principal = principal_of(ctx)
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        rest = _Rest(self, principal, meta, ctx.request_id)  # counted from here
+        rest = _Rest(self, principal, meta, ctx.request_id, self._people.audience(ctx))  # counted from here
         handed = False
         try:
             async with temporal_errors("subscriptions/listen"):
@@ -133,8 +136,8 @@ class TaskListens:
                 rest.release()
         return SubscriptionsListenResult(_meta=meta)
 
-    def task_params(self, view: TaskView, meta: dict[str, Any]) -> dict[str, Any]:
-        task = view.wire(self._poll_interval_ms(view))
+    def task_params(self, view: TaskView, meta: dict[str, Any], audience: Audience) -> dict[str, Any]:
+        task = audience.wire(view, self._poll_interval_ms(view))
         return {**task, "_meta": {**task.get("_meta", {}), **meta}}
 
     def _checked_ids(self, ctx: ServerRequestContext[Any, Any], wanted: Any) -> list[str]:
@@ -223,12 +226,18 @@ class _Rest:
     per-principal bound (taken when made, given back once by ``release``). Holds nothing of the
     request, so the gate can carry it on after the SDK has let go of the request."""
 
-    __slots__ = ("_held", "_listens", "_meta", "_principal", "_request_id", "views")
+    __slots__ = ("_audience", "_held", "_listens", "_meta", "_principal", "_request_id", "views")
 
     def __init__(
-        self, listens: TaskListens, principal: str, meta: dict[str, Any], request_id: RequestId | None
+        self,
+        listens: TaskListens,
+        principal: str,
+        meta: dict[str, Any],
+        request_id: RequestId | None,
+        audience: Audience,
     ) -> None:
         listens.hold(principal)
+        self._audience = audience
         self._listens = listens
         self._principal = principal
         self._meta = meta
@@ -242,7 +251,7 @@ class _Rest:
             self._listens.release(self._principal)
 
     def task_params(self, view: TaskView) -> dict[str, Any]:
-        return self._listens.task_params(view, self._meta)
+        return self._listens.task_params(view, self._meta, self._audience)
 
     def drop(self) -> None:
         self.release()

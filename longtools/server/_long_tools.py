@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +49,7 @@ from longtools.server._exchange import Exchange, state_refused
 from longtools.server._legacy_tasks import LegacyTasks, method_not_found, speaks_tasks
 from longtools.server._limits import HeldRounds, answers_too_large, limit_reached
 from longtools.server._listen import TaskListens
+from longtools.server._people import Audience, People, deliver, elicitation_id
 from longtools.server._pushed import is_legacy
 from longtools.server._task_tools import TaskTools
 from longtools.server._wire import (
@@ -63,6 +65,7 @@ from longtools.tasks import (
     AnswerRejected,
     AnswersTooLarge,
     OwnerAttributeMissing,
+    PersonMustAnswer,
     TaskNotFound,
     Tasks,
     TaskView,
@@ -120,6 +123,9 @@ class _Continuation(BaseModel):
     armed: float | None = None
     """When (Unix time) the task is cancelled unless the client comes back, as last armed
     (``Endings.keep_exchange``): a round re-arms it only once that nears."""
+    urls: list[str] = []
+    """2025 era: keys of the URL requests asked, whose ``notifications/elicitation/complete`` is still
+    to be sent (once the page has answered them)."""
 
 
 def missing_tasks_extension() -> MCPError:
@@ -131,19 +137,25 @@ def missing_tasks_extension() -> MCPError:
 
 
 class LongTools:
-    def __init__(self, settings: Settings, tasks: Tasks, metrics: Metrics) -> None:
+    def __init__(
+        self, settings: Settings, tasks: Tasks, metrics: Metrics, *, held: HeldRounds, people: People
+    ) -> None:
         self._settings = settings
         self._tasks = tasks
         self._metrics = metrics
-        self._held = HeldRounds(
-            per_principal=settings.max_held_rounds_per_principal,
-            total=settings.max_held_rounds,
-            gauge=metrics.held_rounds,
+        self.people = people
+        self._held = held
+        self.legacy = LegacyTasks(
+            settings, tasks, poll_interval_ms=self._poll_interval_ms, held=self._held, people=self.people
         )
-        self.legacy = LegacyTasks(settings, tasks, poll_interval_ms=self._poll_interval_ms, held=self._held)
-        self.task_tools = TaskTools(settings, tasks, self._poll_interval_ms, self._held)
+        self.task_tools = TaskTools(settings, tasks, self._poll_interval_ms, self._held, self.people)
         self._listens = TaskListens(
-            settings, tasks, self._poll_interval_ms, missing_tasks_extension, metrics.listen_streams
+            settings,
+            tasks,
+            self._poll_interval_ms,
+            missing_tasks_extension,
+            metrics.listen_streams,
+            self.people,
         )
 
     def stopping(self) -> bool:
@@ -220,7 +232,7 @@ class LongTools:
                 view = await self._begin(tool, args, principal, exchange, idempotency_key)
                 if legacy_task:
                     self._tasks.follow(view, self._poll_interval_ms(view))  # the client polls it next
-                    return self.legacy.created(tool, view)
+                    return self.legacy.created(ctx, tool, view)
                 if by_tools:
                     return await self.task_tools.started(ctx, view)
                 if as_task:
@@ -319,12 +331,16 @@ class LongTools:
                 raise _work_expired() from None
             if rnd.input_responses and view.status == "input_required":
                 responses = {key: as_wire(answer) for key, answer in rnd.input_responses.items()}
+                audience = self.people.audience(ctx)
                 # An answer that does not fit is skipped: its question is asked again (SEP-2322).
                 try:
-                    delivered = await self._tasks.answer(view, responses, by="form", skip_invalid=True)
+                    delivered, consented = await deliver(
+                        self._tasks, audience, view, responses, skip_invalid=True
+                    )
                 except AnswersTooLarge:
                     raise answers_too_large(self._settings.max_task_answer_bytes) from None
-                state = state.model_copy(update={"sent": sorted({*state.sent, *delivered})})
+                # A URL request the person went to is answered on its page: held like one delivered.
+                state = state.model_copy(update={"sent": sorted({*state.sent, *delivered, *consented})})
             return await self._hold(ctx, tool, state, rnd, exchange, view)
 
     async def _hold(
@@ -372,6 +388,15 @@ class LongTools:
             )
         except TaskNotFound:
             raise _work_expired() from None  # the task's TTL ran out while this round was held
+        audience = self.people.audience(ctx)
+        open_keys = set(view.input_requests or {})
+        completed = [key for key in state.urls if key not in open_keys]
+        for key in completed:  # the page has answered them: the client may stop waiting for it
+            await ctx.session.send_elicit_complete(
+                elicitation_id(state.task, key), related_request_id=ctx.request_id
+            )
+        if completed:
+            state = state.model_copy(update={"urls": [key for key in state.urls if key in open_keys]})
         if view.status == "completed" and view.result is not None:
             return CallToolResult.model_validate(view.result)
         if view.status == "failed" and view.error is not None:
@@ -380,13 +405,19 @@ class LongTools:
             return tool_error_result(f"The call to {tool.name} was cancelled")
         # The continuation lives as long as the task: a person may take that long to answer.
         expires_at = task.created_at.timestamp() + task.ttl_ms / 1000
-        following = _STATE_PREFIX + state.model_dump_json()
-        questions = {
-            key: _requests_adapter.validate_python(request)
-            for key, request in (view.input_requests or {}).items()
-            if key not in sent
-        }
+        unsent = {key: request for key, request in (view.input_requests or {}).items() if key not in sent}
+        shown = audience.questions(view)
+        questions = {key: _requests_adapter.validate_python(shown[key]) for key in unsent if key in shown}
         max_rounds = self._settings.max_rounds
+        if unsent and not questions and any(audience.page_only(request) for request in unsent.values()):
+            # Only a person can answer, on the page, and this client cannot send them there: the
+            # call ends saying where; the task waits for the person (it is no longer the exchange's).
+            await self._tasks.endings.release_exchange(state.task)
+            return tool_error_result(_page_only_text(tool, view, audience, unsent))
+        if audience.legacy:  # each URL request asked gets its "complete" once the page has its answer
+            urls = {key for key in questions if audience.as_url(unsent[key])}
+            state = state.model_copy(update={"urls": sorted({*state.urls, *urls})})
+        following = _STATE_PREFIX + state.model_dump_json()
         if not questions:  # still working: the client retries with this state
             working = rnd.ask({}, state=following)
             return exchange.next_round(working, expires_at=expires_at, max_rounds=max_rounds, counts=False)
@@ -419,7 +450,7 @@ class LongTools:
         view, interval = await poll_task(
             ctx, self._tasks, self._task_id(ctx, params), self._poll_interval_ms, self._held
         )
-        return view.wire(interval)
+        return self.people.audience(ctx).wire(view, interval)
 
     async def update_task(
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
@@ -431,9 +462,10 @@ class LongTools:
         if view.status != "input_required":
             return {}
         principal = principal_of(ctx)
+        audience = self.people.audience(ctx)
         try:
             async with temporal_errors("tasks/update"):
-                delivered = set(await self._tasks.answer(view, responses, by="form"))
+                delivered, _ = await deliver(self._tasks, audience, view, responses, skip_invalid=False)
                 with self._held.hold_if_free(principal) as may_wait:
                     if delivered and may_wait:
                         # The signal is durable now. Wait briefly for the workflow to take the
@@ -449,6 +481,10 @@ class LongTools:
                             ),
                             self._settings.answer_settle_s,
                         )
+        except PersonMustAnswer as exc:
+            # Said with the link: the person who reads the client's error can go there.
+            message = f"{exc}: {audience.link(view, exc.key)}"
+            raise MCPError(code=INVALID_PARAMS, message=message) from None
         except AnswerRejected as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         except AnswersTooLarge:
@@ -506,6 +542,19 @@ def _legacy_task_id(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> 
 
 def _work_expired() -> MCPError:
     return MCPError(code=INVALID_PARAMS, message="This call's work has expired; call the tool again")
+
+
+def _page_only_text(
+    tool: Tool, view: TaskView, audience: Audience, questions: Mapping[str, Mapping[str, Any]]
+) -> str:
+    lines = [
+        f"{tool.name} needs a person to answer on its page; this client cannot show it to them. "
+        f"The task ({view.task_id}) goes on once they have; they see it at {audience.base}/tasks."
+    ]
+    for key, question in questions.items():
+        message = (question.get("params") or {}).get("message", "")
+        lines.append(f"- {message} Answer at {audience.link(view, key)}")
+    return "\n".join(lines)
 
 
 def _continuation(request_state: str | None) -> _Continuation | None:

@@ -27,11 +27,13 @@ from longtools._logging import request_info
 from longtools._settings import Settings
 from longtools.auth import principal_of
 from longtools.server._limits import HeldRounds, answers_too_large
+from longtools.server._people import Audience, People
 from longtools.server._wire import cancel_task, invalid_arguments, temporal_errors
 from longtools.tasks import (
     TERMINAL,
     AnswerRejected,
     AnswersTooLarge,
+    PersonMustAnswer,
     TaskNotFound,
     Tasks,
     TaskView,
@@ -100,11 +102,13 @@ class TaskTools:
         tasks: Tasks,
         poll_interval_ms: Callable[[TaskView], int],
         held: HeldRounds,
+        people: People,
     ) -> None:
         self._settings = settings
         self._tasks = tasks
         self._poll_interval_ms = poll_interval_ms
         self._held = held
+        self._people = people
 
     async def started(self, ctx: ServerRequestContext[Any, Any], view: TaskView) -> CallToolResult:
         """A long tool's call: its task once it has ended or asked, or after ``task_tool_wait_s``
@@ -113,7 +117,7 @@ class TaskTools:
             view = await self._tasks.wait(
                 view.task_id, principal_of(ctx), _settled, self._settings.task_tool_wait_s, since=view
             )
-        return self._shown(view)
+        return self._shown(view, self._people.audience(ctx))
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], name: str, arguments: Mapping[str, Any] | None
@@ -125,12 +129,14 @@ class TaskTools:
             return invalid_arguments(name, exc)
         request_info()["task_id"] = args.task_id
         principal = principal_of(ctx)
+        audience = self._people.audience(ctx)
         try:
             async with temporal_errors(name):
                 if name == "task_cancel":
                     view = await self._tasks.get(args.task_id, principal)
                     settle_s = self._settings.answer_settle_s
-                    return self._shown(await cancel_task(self._tasks, self._held, view, principal, settle_s))
+                    view = await cancel_task(self._tasks, self._held, view, principal, settle_s)
+                    return self._shown(view, audience)
                 with self._held.hold(principal):
                     read = self._tasks.get if name == "task_status" else self._tasks.to_answer
                     view = await read(args.task_id, principal)
@@ -138,7 +144,7 @@ class TaskTools:
                         view = await self._news(view, principal)
                     else:
                         assert isinstance(args, _TaskAnswer)
-                        outcome = await self._answer(view, principal, args.answers)
+                        outcome = await self._answer(view, principal, args.answers, audience)
                         if isinstance(outcome, CallToolResult):
                             return outcome
                         view = outcome
@@ -146,7 +152,7 @@ class TaskTools:
             return tool_error_result(
                 f"There is no task {args.task_id!r} of yours: the id is wrong, or the task has expired."
             )
-        return self._shown(view)
+        return self._shown(view, audience)
 
     async def _news(self, view: TaskView, principal: str) -> TaskView:
         """A working task after its next change, or after ``task_tool_wait_s`` (a model that polls
@@ -162,10 +168,10 @@ class TaskTools:
         )
 
     async def _answer(
-        self, view: TaskView, principal: str, answers: Mapping[str, Any]
+        self, view: TaskView, principal: str, answers: Mapping[str, Any], audience: Audience
     ) -> TaskView | CallToolResult:
         if view.status != "input_required":
-            return self._refused(view, _NOT_ASKING)
+            return self._refused(view, _NOT_ASKING, audience)
         open_questions = view.input_requests or {}
         unknown = sorted(set(answers) - set(open_questions))
         if unknown:
@@ -173,15 +179,19 @@ class TaskTools:
                 view,
                 f"It asks no question {', '.join(map(repr, unknown))}; "
                 f"the open ones are {', '.join(map(repr, sorted(open_questions)))}.",
+                audience,
             )
         try:
             delivered = set(await self._tasks.answer(view, answers, by="model"))
+        except PersonMustAnswer as exc:  # a model may not answer it: only the person, on its page
+            where = f"Ask the person to open {audience.link(view, exc.key)} and answer there."
+            return self._refused(view, f"{exc}. {where}", audience)
         except AnswerRejected as exc:  # nothing was sent
-            return self._refused(view, f"{exc}. {_what_fits(exc.key, open_questions[exc.key])}")
+            return self._refused(view, f"{exc}. {_what_fits(exc.key, open_questions[exc.key])}", audience)
         except AnswersTooLarge:
             raise answers_too_large(self._settings.max_task_answer_bytes) from None
         if not delivered:  # it ended (cancelled, expired, answered elsewhere) since it was read
-            return self._refused(await self._tasks.read(view.task_id, principal), _NOT_ASKING)
+            return self._refused(await self._tasks.read(view.task_id, principal), _NOT_ASKING, audience)
         # Once the workflow has taken the answers, wait for what they lead to: the next question,
         # the end, or the wait's bound.
         return await self._tasks.wait(
@@ -192,15 +202,16 @@ class TaskTools:
             since=view,
         )
 
-    def _refused(self, view: TaskView, why: str) -> CallToolResult:
-        shown = self._shown(view)
+    def _refused(self, view: TaskView, why: str, audience: Audience) -> CallToolResult:
+        shown = self._shown(view, audience)
         text = f"Not answered. {why}\n\n{_text_of(shown)}"
         return shown.model_copy(update={"content": [TextContent(type="text", text=text)], "is_error": True})
 
-    def _shown(self, view: TaskView) -> CallToolResult:
-        task = view.wire(self._poll_interval_ms(view))
+    def _shown(self, view: TaskView, audience: Audience) -> CallToolResult:
+        task = audience.wire(view, self._poll_interval_ms(view), as_urls=True)
+        links = audience.person_links(view)
         return CallToolResult(
-            content=[TextContent(type="text", text=_in_words(view))], structured_content=task
+            content=[TextContent(type="text", text=_in_words(view, links))], structured_content=task
         )
 
 
@@ -212,7 +223,7 @@ def _text_of(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
-def _in_words(view: TaskView) -> str:
+def _in_words(view: TaskView, links: Mapping[str, str]) -> str:
     head = f'Task "{view.task_id}" ({view.tool})'
     lines: list[str] = []
     if view.status == "working":
@@ -227,12 +238,15 @@ def _in_words(view: TaskView) -> str:
             lines.append(f"Latest news: {view.status_message}")
         for key, question in questions.items():
             lines.append("")
-            lines.extend(_question(key, question))
+            link = links.get(key)
+            lines.extend(_question(key, question) if link is None else _persons_question(key, question, link))
         lines.append("")
-        lines.append(
-            f'Ask the person, then call task_answer with taskId "{view.task_id}" and answers by '
-            f'question key. To stop the task instead, call task_cancel with taskId "{view.task_id}".'
-        )
+        if set(questions) - set(links):
+            lines.append(
+                f'Ask the person, then call task_answer with taskId "{view.task_id}" and answers by '
+                "question key."
+            )
+        lines.append(f'To stop the task instead, call task_cancel with taskId "{view.task_id}".')
     elif view.status == "completed":
         result = view.result or {}
         said = _result_text(result)
@@ -277,6 +291,16 @@ def _question(key: str, question: Mapping[str, Any]) -> list[str]:
     return [
         f'Question "{key}": which folders (roots) the tool may use.',
         f'  Answer as "{key}": {{"roots": [{{"uri": "file:///path", "name": "..."}}]}}.',
+    ]
+
+
+def _persons_question(key: str, question: Mapping[str, Any], link: str) -> list[str]:
+    """A question only the person may answer: the link to give them, never a form to fill in."""
+    params = question.get("params") or {}
+    return [
+        f'Question "{key}": {params.get("message", "")}',
+        f"  Only the person may answer this, on its page: give them this link to open: {link} . "
+        "You cannot answer it with task_answer; call task_status to see when they have.",
     ]
 
 

@@ -29,6 +29,7 @@ from datetime import timedelta
 import structlog
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.service import RPCError, RPCStatusCode
 
 from longtools._settings import Settings
 from longtools.workflows._ending import END_WORKFLOW, Ending
@@ -66,12 +67,24 @@ class Endings:
             return armed
         delay = hold_s + _ARMED_FOR * allowance
         await asyncio.shield(
-            self._start(
-                f"longtools-abandon-{task_id}", task_id, delay, WorkflowIDConflictPolicy.TERMINATE_EXISTING
-            )
+            self._start(_abandon_id(task_id), task_id, delay, WorkflowIDConflictPolicy.TERMINATE_EXISTING)
         )
         log.info("exchange_ending_armed", task_id=task_id, in_s=round(delay, 1))
         return now + delay
+
+    async def release_exchange(self, task_id: str) -> None:
+        """Disarm the ending of ``task_id``'s MRTR exchange: its call has ended, and the task now
+        waits for a person, however long its TTL lets them take."""
+        if not self._settings.mrtr_abandon_s:
+            return
+        handle = self._connection().get_workflow_handle(_abandon_id(task_id))
+        try:
+            await handle.terminate(
+                "its call ended; the task waits for a person", rpc_timeout=self._rpc_timeout
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:  # never armed, or fired already
+                raise
 
     async def _start(
         self, ending_id: str, task_id: str, delay_s: float, conflict: WorkflowIDConflictPolicy
@@ -89,3 +102,8 @@ class Endings:
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             rpc_timeout=self._rpc_timeout,
         )
+
+
+def _abandon_id(task_id: str) -> str:
+    """The id of the ending that cancels ``task_id`` once its MRTR exchange is left."""
+    return f"longtools-abandon-{task_id}"

@@ -14,6 +14,7 @@ from typing import Final
 
 from longtools._sealing import Sealer, Unsealable
 from longtools._settings import Settings
+from longtools.tasks._gateway import TaskView
 
 __all__ = ["ANSWER_PATH", "AnswerLink", "AnswerLinks", "LinkExpired", "LinkUnknown", "public_base"]
 
@@ -45,15 +46,18 @@ class AnswerLinks:
         self._sealer = Sealer(settings.require_state_keys(), _LABEL)
         self._ttl_s = settings.answer_link_ttl_s
 
-    def token(self, principal: str, task_id: str, key: str, task_expires_at: float) -> str:
-        """The link's sealed part. Made the same on every call for the same question (one link per
-        question), unless ``answer_link_ttl_s`` shortens it, which makes it a new one per minute."""
-        expires = task_expires_at
+    def path(self, principal: str, view: TaskView, key: str) -> str:
+        """The link to ``view``'s question ``key`` for ``principal``, as a path of this server. The
+        same on every call for the same question (one link per question, shown alike on every
+        poll), unless ``answer_link_ttl_s`` shortens it: then a new one each minute (or half the TTL,
+        if shorter), valid for at least that long."""
+        expires = view.created_at.timestamp() + view.ttl_ms / 1000
         if self._ttl_s is not None:
-            now = time.time()
-            expires = min(expires, (now - now % 60) + self._ttl_s)
-        value = {"t": task_id, "k": key, "e": int(expires)}
-        return self._sealer.seal(value, principal, deterministic=True)
+            # A new link each step (a minute, or half a short TTL), valid at least the TTL from now.
+            now, step = time.time(), min(60.0, max(1.0, self._ttl_s / 2))
+            expires = min(expires, now - now % step + step + self._ttl_s)
+        value = {"t": view.task_id, "k": key, "e": int(expires)}
+        return ANSWER_PATH + self._sealer.seal(value, principal, deterministic=True)
 
     def open(self, token: str, principal: str) -> AnswerLink:
         """Raises:

@@ -39,6 +39,8 @@ class ConnectMailboxOutput(BaseModel):
 
 @workflow.defn(name="connect_mailbox")
 class ConnectMailbox:
+    """Connect a support mailbox: asks a person for its app password, on the answer page only."""
+
     @workflow.run
     async def run(self, args: ConnectMailboxInput) -> ConnectMailboxOutput:
         report(f"Waiting for the password of {args.address}")

@@ -1,0 +1,251 @@
+"""The person's pages over real HTTP against a real ``longtools serve``: who may open a link, what a
+used, tampered or expired link says, CSRF, the sign-in, the headers every page carries, the list of
+one's tasks. Ours (issue 26); the looks and the live page are in test_pages_browser.py.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import OWNER_TOKENS, Served, bearer, start_server
+from tests.pages import PageClient
+from tests.wire import TASKS_EXTENSION, eventually, post, result
+
+TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+LINKS = "longtools.dev/answer-links"
+_HEADERS = {
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+}
+
+
+def _call(url: str, who: str, name: str, arguments: dict[str, Any], caps: dict[str, Any]) -> dict[str, Any]:
+    return result(
+        post(url, "tools/call", {"name": name, "arguments": arguments}, caps=caps, headers=bearer(who))
+    )
+
+
+def _task(url: str, who: str, task_id: str) -> dict[str, Any]:
+    return result(post(url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS, headers=bearer(who)))
+
+
+def start_bulk_close(url: str, who: str = "ann", tickets: int = 2) -> tuple[str, str]:
+    """``who`` starts closing ``tickets`` new tickets as a task; its id and the question's link."""
+    customer = f"c-{secrets.token_hex(4)}"
+    for n in range(tickets):
+        _call(url, who, "create_ticket", {"title": f"t{n}", "customer": customer}, TASK_CAPS)
+    started = _call(url, who, "bulk_close_tickets", {"customer": customer}, TASK_CAPS)
+    task_id = str(started["taskId"])
+    asking = eventually(lambda: _task(url, who, task_id), lambda task: task["status"] == "input_required")
+    [link] = asking["_meta"][LINKS].values()
+    return task_id, str(link)
+
+
+def _tampered(link: str) -> str:
+    head, token = link.rsplit("/", 1)
+    middle = len(token) // 2
+    return f"{head}/{token[:middle]}{'A' if token[middle] != 'A' else 'B'}{token[middle + 1 :]}"
+
+
+def _signed_in(served: Served, who: str) -> PageClient:
+    client = PageClient(served.base)
+    client.sign_in(OWNER_TOKENS[who])
+    return client
+
+
+@pytest.fixture
+def ann(owners: Served) -> Iterator[PageClient]:
+    with _signed_in(owners, "ann") as client:
+        yield client
+
+
+@pytest.fixture
+def ben(owners: Served) -> Iterator[PageClient]:
+    with _signed_in(owners, "ben") as client:
+        yield client
+
+
+def test_a_link_opens_only_for_its_owner_and_reads_to_anyone_else_as_a_made_up_one(
+    owners: Served, ann: PageClient, ben: PageClient
+) -> None:
+    task_id, link = start_bulk_close(owners.url)
+    opened = ann.get(link)
+    assert opened.status == 200 and 'Signed in as <strong id="who">ann</strong>' in opened.text
+    assert "Close 2 tickets for" in opened.text
+
+    foreign, tampered = ben.get(link), ben.get(_tampered(link))
+    assert (foreign.status, foreign.heading) == (404, "This link is not known")
+    # One page for both: nothing tells ben that the link is real.
+    assert _without_csrf(foreign.text) == _without_csrf(tampered.text)
+    assert ann.get(_tampered(link)).heading == "This link is not known"
+    # A made-up task id on the task page is no task of theirs either.
+    assert ben.get(f"/tasks/{task_id}").heading == "No such task"
+    assert _task(owners.url, "ann", task_id)["status"] == "input_required"  # nothing happened to it
+
+
+def test_a_post_without_its_csrf_token_is_refused_and_delivers_nothing(
+    owners: Served, ann: PageClient, ben: PageClient
+) -> None:
+    task_id, link = start_bulk_close(owners.url)
+    opened = ann.get(link)
+    answer = {"confirm": True, "reason": "Duplicate"}
+    missing = ann.send(link, opened, answer, csrf=False)
+    assert (missing.status, missing.heading) == (403, "This form could not be sent")
+    # Another session's token does not pass either (a page of another site cannot read ann's).
+    stolen = ben.get("/tasks").forms().hidden["csrf"]
+    data = {"csrf": stolen, "confirm": "true", "reason": "Duplicate", "action": "accept"}
+    assert ann.http.post(link, data=data).status_code == 403
+    # A form posted without ann's cookie (another site's, whose browser holds none) asks who it is.
+    bare = httpx.post(link, data={**ann.get(link).forms().hidden, "confirm": "true", "action": "accept"})
+    assert bare.status_code == 401 and "Please sign in" in bare.text
+    assert _task(owners.url, "ann", task_id)["status"] == "input_required"
+
+
+def test_a_used_link_says_already_answered(owners: Served, ann: PageClient) -> None:
+    task_id, link = start_bulk_close(owners.url)
+    opened = ann.get(link)
+    done = ann.send(link, opened, {"confirm": True, "reason": "Duplicate", "note": "dup of T-1"})
+    assert done.status == 200 and "Your answer was sent" in done.text
+    again = ann.get(link)
+    assert (again.status, again.heading) == (409, "Already answered")
+    assert f"/tasks/{task_id}" in again.text
+    # The first answer wins: a second POST of the same form is not delivered.
+    late = ann.send(link, opened, {"confirm": False})
+    assert (late.status, late.heading) == (409, "Already answered")
+    ended = eventually(lambda: _task(owners.url, "ann", task_id), lambda task: task["status"] == "completed")
+    outcome = ended["result"]["structuredContent"]
+    assert (outcome["outcome"], outcome["reason"], outcome["note"]) == ("closed", "Duplicate", "dup of T-1")
+
+
+def test_a_wrong_answer_is_shown_beside_its_field_in_words_and_nothing_is_sent(
+    owners: Served, ann: PageClient
+) -> None:
+    task_id, link = start_bulk_close(owners.url)
+    opened = ann.get(link)
+    wrong = ann.send(link, opened, {"confirm": True, "reason": "Maybe", "note": "x" * 201})
+    assert wrong.status == 422
+    assert wrong.forms().errors == {
+        "reason": "Choose one of the options given.",
+        "note": "Use at most 200 characters.",
+    }
+    assert (
+        'aria-invalid="true"' in wrong.text
+        and 'aria-describedby="f-note-help f-note-hint f-note-error"' in wrong.text
+    )
+    assert _task(owners.url, "ann", task_id)["status"] == "input_required"
+    declined = ann.send(link, wrong, {}, action="decline")
+    assert declined.status == 200
+    ended = eventually(lambda: _task(owners.url, "ann", task_id), lambda task: task["status"] == "completed")
+    assert ended["result"]["structuredContent"]["outcome"] == "declined"
+
+
+def test_every_page_carries_the_headers_that_keep_it_out_of_frames_caches_and_referrers(
+    owners: Served, ann: PageClient
+) -> None:
+    _, link = start_bulk_close(owners.url)
+    for response in (
+        ann.get(link).response,
+        ann.get(_tampered(link)).response,
+        ann.get("/tasks").response,
+        httpx.get(f"{owners.base}/signin"),
+        httpx.get(f"{owners.base}/_pages/page.js"),
+    ):
+        assert {name: response.headers.get(name) for name in _HEADERS} == _HEADERS, response.url
+        policy = response.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in policy and "default-src 'none'" in policy
+        assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    # A Host this server does not answer to (DNS rebinding) gets nothing.
+    assert httpx.get(f"{owners.base}/tasks", headers={"host": "evil.example"}).status_code == 421
+
+
+def test_signing_in_makes_a_new_session_that_the_browser_keeps_to_itself(owners: Served) -> None:
+    with PageClient(owners.base) as browser:
+        browser.http.cookies.set("longtools-session", "made-up")  # fixation: a value not minted here
+        assert browser.http.get("/tasks").headers["location"] == "/signin?next=%2Ftasks"
+        form = browser.get("/signin?next=/tasks")
+        wrong = browser.http.post("/signin", data={**form.forms().hidden, "token": "not-" + "x" * 20})
+        assert wrong.status_code == 401 and "This token was not accepted" in wrong.text
+        form = browser.get("/signin?next=https://evil.example/")
+        signed = browser.http.post("/signin", data={**form.forms().hidden, "token": OWNER_TOKENS["ann"]})
+        assert signed.status_code == 303
+        assert signed.headers["location"] == "/tasks"  # never another site (open redirect)
+        cookie = signed.headers["set-cookie"]
+        assert cookie.startswith("longtools-session=") and "made-up" not in cookie
+        attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
+        assert {"httponly", "path=/", "samesite=lax"} <= attributes
+        assert "secure" not in attributes  # plain HTTP to this computer only
+        assert browser.get("/tasks").heading == "Your tasks"
+        # The sign-in form itself is CSRF-protected: a POST without its token is refused.
+        bare = httpx.post(f"{owners.base}/signin", data={"token": OWNER_TOKENS["ann"], "next": "/tasks"})
+        assert bare.status_code == 403 and "set-cookie" not in bare.headers
+        out = browser.http.post("/signout", data=browser.get("/tasks").forms().hidden)
+        assert out.status_code == 200 and "Signed out" in out.text
+        assert browser.http.get("/tasks").status_code == 303
+
+
+def test_the_list_shows_only_ones_own_tasks_with_what_each_waits_for_and_cancels_one(
+    owners: Served, ann: PageClient, ben: PageClient
+) -> None:
+    task_id, link = start_bulk_close(owners.url)
+    listed = ann.get("/tasks")
+    assert listed.heading == "Your tasks"
+    assert f'data-task="{task_id}"' in listed.text
+    assert link.removeprefix(owners.base) in listed.text  # its Answer button
+    assert task_id not in ben.get("/tasks").text
+    # ann's own cancel, from the list.
+    row = re.search(rf'action="/tasks/{task_id}/cancel".*?</form>', listed.text, re.S)
+    assert row is not None
+    cancelled = ann.http.post(f"/tasks/{task_id}/cancel", data={**listed.forms().hidden, "back": "list"})
+    assert (cancelled.status_code, cancelled.headers["location"]) == (303, "/tasks")
+    ended = eventually(lambda: _task(owners.url, "ann", task_id), lambda task: task["status"] == "cancelled")
+    assert ended["status"] == "cancelled"
+    # ben cannot cancel ann's task: it is no task of his.
+    other, _ = start_bulk_close(owners.url)
+    refused = ben.http.post(f"/tasks/{other}/cancel", data=ben.get("/tasks").forms().hidden)
+    assert refused.status_code == 404
+    assert _task(owners.url, "ann", other)["status"] == "input_required"
+
+
+def test_without_authentication_this_computer_is_the_one_person(server: Served) -> None:
+    with PageClient(server.base) as browser:
+        page = browser.get("/tasks")
+        assert page.heading == "Your tasks"
+        assert "you, on this computer" in page.text
+        assert "longtools-session=" in page.response.headers["set-cookie"]
+
+
+@pytest.fixture(scope="module")
+def short_links(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server whose answer links last 2 seconds (``LONGTOOLS_ANSWER_LINK_TTL_S``)."""
+    env = {
+        "LONGTOOLS_AUTH_TOKENS": f"{OWNER_TOKENS['ann']}=ann",
+        "LONGTOOLS_ANSWER_LINK_TTL_S": "2",
+        "LONGTOOLS_HELPDESK_WORK_S": "0.1",
+    }
+    served = start_server(tmp_path_factory.mktemp("short-links"), env=env)
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_an_expired_link_says_so_and_the_task_page_gives_a_new_one(short_links: Served) -> None:
+    task_id, link = start_bulk_close(short_links.url)
+    with _signed_in(short_links, "ann") as browser:
+        expired = eventually(lambda: browser.get(link), lambda page: page.status == 410, within=15)
+        assert expired.heading == "This link has expired"
+        fresh = re.search(r'href="(/answer/[^"]+)"', browser.get(f"/tasks/{task_id}").text)
+        assert fresh is not None and fresh.group(1) != link.removeprefix(short_links.base)
+        assert browser.get(fresh.group(1)).status == 200
+
+
+def _without_csrf(text: str) -> str:
+    return re.sub(r'name="csrf" value="[^"]*"', "", text)
