@@ -15,7 +15,7 @@ from pathlib import Path
 
 from playwright.async_api import Browser as AsyncBrowser
 from playwright.async_api import async_playwright
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, ViewportSize, sync_playwright
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -29,7 +29,7 @@ FLAGS = [
     "--disable-sync",
     "--disable-default-apps",
 ]
-PHONE = {"width": 390, "height": 844}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 """A phone's viewport: every page must be usable at this width."""
 SCREENSHOTS_ENV = "LONGTOOLS_SCREENSHOTS"
 """Where the browser tests also save their screenshots (``docs/images`` to refresh the docs')."""

@@ -46,6 +46,7 @@ from longtools.workflows.conformance import (
     SlowComputeInput,
 )
 from longtools.workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
+from longtools.workflows.mailbox import ConnectMailbox, ConnectMailboxInput
 from tests.asking import AskFormStrictly, AskRepeatedly
 from tests.ending_tools import BrokenAtStart, NoArgs
 
@@ -54,6 +55,7 @@ WORKFLOWS: list[type] = [
     AskRepeatedly,
     BulkCloseTickets,
     ConfirmDelete,
+    ConnectMailbox,
     EndTask,
     FailingJob,
     GreetTask,
@@ -99,6 +101,12 @@ CASES = {
         answers={"first": _accept(name="Ada", confirm=True), "second": {"action": "decline"}},
     ),
     "conformance.greet_task": Case(GreetTask, GreetInput(name="Ada")),
+    # The example of a secret (a sensitive question): asked, answered, reported as a fingerprint.
+    "connect_mailbox": Case(
+        ConnectMailbox,
+        ConnectMailboxInput(address="support@example.com"),
+        answers={"input": _accept(password="correct horse battery")},
+    ),
 }
 
 
@@ -148,11 +156,11 @@ async def _run(client: Client, name: str, case: Case, activities: list[Any]) -> 
 
 
 @pytest.mark.parametrize("name", list(CASES))
-async def test_each_conformance_workflow_replays_its_history(client: Client, name: str) -> None:
+async def test_each_example_workflow_replays_its_history(client: Client, name: str) -> None:
     case = CASES[name]
     outcome, history = await _run(client, name, case, activities=[])
     if case.fails_with is None:
-        assert isinstance(outcome, str), outcome
+        assert isinstance(outcome, str | dict), outcome
     else:
         assert isinstance(outcome, ApplicationError) and outcome.type == case.fails_with, outcome
     await _replay(history)

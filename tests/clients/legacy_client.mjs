@@ -14,23 +14,38 @@
 //       {"op": "callTool", "name": "...", "arguments": {...},
 //        "progress": true, "meta": {...}, "timeoutMs": 600000}
 //     ],
-//     "terminate": false   // optional: true sends the session DELETE (transport.terminateSession()) before close
+//     "terminate": false,  // optional: true sends the session DELETE (transport.terminateSession()) before close
+//     "urlFile": "/path"   // optional: each URL-mode elicitation/create's params are appended to this file as
+//                          // one JSON line, before it is answered (from "answers", like any other), so
+//                          // that whoever runs the driver can open the URL while the call goes on
 //   }
+//   Declare URL mode with "capabilities": {"elicitation": {"url": {}}} (or {"form": {}, "url": {}}):
+//   the SDK refuses a mode that was not declared.
 //
 // Prints ONE JSON object on stdout:
 //   {"sessionId", "protocolVersion", "serverInfo", "results": [per step: result | {"error": {code, message, data?}}],
-//    "elicitations": [params of each elicitation/create received], "progress": [each notifications/progress],
-//    "notifications": [other server notifications], "terminate": null | {"ok": true} | {"error": ...},
+//    "elicitations": [params of each elicitation/create received, with "step" and "seq"],
+//    "progress": [each notifications/progress],
+//    "notifications": [other server notifications: {"step", "seq", "method", "params"}],
+//    "elicitationCompletes": [{"step", "seq", "elicitationId"}: each notifications/elicitation/complete, as the
+//        SDK's ElicitationCompleteNotificationSchema parsed it (also listed in "notifications")],
+//    "errors": [what the SDK reported through client.onerror, e.g. a notification that failed its schema],
+//    "terminate": null | {"ok": true} | {"error": ...},
 //    "connectError": absent | {code, message}}
+// "seq" is one counter shared by elicitations and notifications, so their order can be compared.
+// The SDK has no handler of its own for notifications/elicitation/complete (it would reach
+// fallbackNotificationHandler unchecked); the driver registers one with the SDK's schema.
 // Exit code 0 unless the driver itself crashes (bad usage or an unexpected exception: exit 2).
 //
 // The SDK is loaded from <repo>/conformance/node_modules (override with MCP_CONFORMANCE_DIR), by
 // driver.mjs, which both drivers share.
 
+import { appendFileSync } from 'node:fs';
+
 import { errorOf, load, readArgs, run, transportFor } from './driver.mjs';
 
 const { Client } = await load('client/index.js');
-const { ElicitRequestSchema, CallToolResultSchema } = await load('types.js');
+const { ElicitRequestSchema, ElicitationCompleteNotificationSchema, CallToolResultSchema } = await load('types.js');
 
 const DEFAULT_TIMEOUT_MS = 600_000; // per call, restarted by every progress notification
 
@@ -49,9 +64,12 @@ async function main() {
     elicitations: [],
     progress: [],
     notifications: [],
+    elicitationCompletes: [],
+    errors: [],
     terminate: null,
   };
   let currentStep = null;
+  let seq = 0;
 
   const transport = transportFor(url, script);
   const client = new Client({ name: 'longtools-legacy-client', version: '1.0.0' }, { capabilities });
@@ -59,14 +77,27 @@ async function main() {
   // The SDK refuses to register an elicitation handler unless the capability is declared.
   if (capabilities.elicitation) {
     client.setRequestHandler(ElicitRequestSchema, async (request) => {
-      out.elicitations.push({ step: currentStep, ...request.params });
+      out.elicitations.push({ step: currentStep, seq: seq++, ...request.params });
+      if (script.urlFile && request.params?.mode === 'url') {
+        appendFileSync(script.urlFile, JSON.stringify(request.params) + '\n');
+      }
       // Out of scripted answers: cancel, as a user closing the dialog would.
       return answers.length ? answers.shift() : { action: 'cancel' };
     });
   }
+  // notifications/elicitation/complete, checked by the SDK's own schema (a malformed one ends up
+  // in "errors" instead).
+  client.setNotificationHandler(ElicitationCompleteNotificationSchema, async (notification) => {
+    const at = seq++;
+    out.elicitationCompletes.push({ step: currentStep, seq: at, elicitationId: notification.params.elicitationId });
+    out.notifications.push({ step: currentStep, seq: at, method: notification.method, params: notification.params ?? null });
+  });
   // Every other notification from the server (logging, list_changed, ...), for the record.
   client.fallbackNotificationHandler = async (notification) => {
-    out.notifications.push({ step: currentStep, method: notification.method, params: notification.params ?? null });
+    out.notifications.push({ step: currentStep, seq: seq++, method: notification.method, params: notification.params ?? null });
+  };
+  client.onerror = (e) => {
+    out.errors.push({ step: currentStep, ...errorOf(e) });
   };
 
   try {

@@ -20,8 +20,13 @@
 //       {"op": "listTasks"},
 //       {"op": "cancelTask", "taskId": "<id>" | "$last"},
 //       {"op": "sleep", "ms": 500}
-//     ]
+//     ],
+//     "urlFile": "/path"   // optional: each URL-mode elicitation/create's params (raw, _meta included) are appended
+//                          // to this file as one JSON line, before it is answered (from "answers", like any
+//                          // other), so that whoever runs the driver can open the URL while the task goes on
 //   }
+//   Declare URL mode with "capabilities": {"elicitation": {"url": {}}, ...} (or {"form": {}, "url": {}}): the
+//   SDK refuses a mode that was not declared.
 //   "$last" (also the default when taskId is absent) is the task id created most recently in this
 //   run, by callToolAsTask or createTask. Every step takes "timeoutMs" (default 600000, applied to
 //   each request the step sends, restarted by progress) and "progress": true (makes the SDK put a
@@ -51,6 +56,10 @@
 //    "elicitations": [{"step", "seq", "id", "params", "relatedTask": <params._meta["io.modelcontextprotocol/related-task"]> | null,
 //                      "answer"}],
 //    "notifications": [{"step", "seq", "method", "params"}],   // every server notification (tasks/status, progress, logging, ...)
+//    "elicitationCompletes": [{"step", "seq", "elicitationId"}], // each notifications/elicitation/complete, as the SDK's
+//                                                                // ElicitationCompleteNotificationSchema parsed it
+//    "errors": [{"step", code, message}],      // what the SDK reported through client.onerror (e.g. a notification
+//                                              // that failed its schema)
 //    "wire": [{"step", "seq", "dir": "out" | "in", "message"}], // every JSON-RPC message both ways, raw
 //    "connectError": absent | {code, message}}
 // "seq" is one counter shared by events, elicitations, notifications and wire, so their order can be compared.
@@ -59,10 +68,18 @@
 // The SDK is loaded from <repo>/conformance/node_modules (override with MCP_CONFORMANCE_DIR), by
 // driver.mjs, which both drivers share.
 
+import { appendFileSync } from 'node:fs';
+
 import { errorOf, load, readArgs, run, transportFor } from './driver.mjs';
 
 const { Client } = await load('client/index.js');
-const { ElicitRequestSchema, CallToolResultSchema, CreateTaskResultSchema, RELATED_TASK_META_KEY } = await load('types.js');
+const {
+  ElicitRequestSchema,
+  ElicitationCompleteNotificationSchema,
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  RELATED_TASK_META_KEY,
+} = await load('types.js');
 
 const DEFAULT_TIMEOUT_MS = 600_000; // per request, restarted by every progress notification
 const MAX_LIST_PAGES = 1000;
@@ -85,6 +102,8 @@ async function main() {
     events: [],
     elicitations: [],
     notifications: [],
+    elicitationCompletes: [],
+    errors: [],
     wire: [],
   };
   let currentStep = null;
@@ -115,6 +134,9 @@ async function main() {
     client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
       const params = rawRequests.get(extra.requestId) ?? request.params;
       rawRequests.delete(extra.requestId);
+      if (script.urlFile && params?.mode === 'url') {
+        appendFileSync(script.urlFile, JSON.stringify(params) + '\n');
+      }
       // Out of scripted answers: cancel, as a user closing the dialog would.
       const answer = answers.length ? answers.shift() : { action: 'cancel' };
       out.elicitations.push({
@@ -128,6 +150,15 @@ async function main() {
       return answer;
     });
   }
+
+  // notifications/elicitation/complete, checked by the SDK's own schema (the SDK has no handler of
+  // its own for it: unhandled, it would be dropped); "notifications" has it raw as well.
+  client.setNotificationHandler(ElicitationCompleteNotificationSchema, async (notification) => {
+    out.elicitationCompletes.push({ step: currentStep, seq: seq++, elicitationId: notification.params.elicitationId });
+  });
+  client.onerror = (e) => {
+    out.errors.push({ step: currentStep, ...errorOf(e) });
+  };
 
   try {
     await client.connect(transport);
