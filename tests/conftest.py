@@ -266,8 +266,9 @@ def bearer(name: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def owners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A server with two principals, ``ann`` and ``ben``: what one may see and do of the other's
-    tasks. Small bounds, so tests can reach them: 2 tasks per tasks/list page, 3 task ids per
-    listen stream, 2 listen streams per principal."""
+    tasks, and the pages where they answer (with tests/person_tools.py's forms). Small bounds, so
+    tests can reach them: 2 tasks per tasks/list page, 3 task ids per listen stream, 2 listen
+    streams per principal."""
     env = {
         "LONGTOOLS_AUTH_TOKENS": ",".join(f"{token}={name}" for name, token in OWNER_TOKENS.items()),
         "LONGTOOLS_TASK_LIST_PAGE_SIZE": "2",
@@ -275,7 +276,9 @@ def owners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "LONGTOOLS_MAX_LISTENS_PER_PRINCIPAL": "2",
         "LONGTOOLS_HELPDESK_WORK_S": "0.3",
     }
-    served = start_server(tmp_path_factory.mktemp("owners"), "--conformance-fixtures", env=env)
+    served = start_server(
+        tmp_path_factory.mktemp("owners"), "--conformance-fixtures", "--tools", "tests.person_tools", env=env
+    )
     try:
         yield served
     finally:

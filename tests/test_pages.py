@@ -249,3 +249,74 @@ def test_an_expired_link_says_so_and_the_task_page_gives_a_new_one(short_links: 
 
 def _without_csrf(text: str) -> str:
     return re.sub(r'name="csrf" value="[^"]*"', "", text)
+
+
+def test_a_form_shows_each_kind_of_field_and_sends_each_answer_as_its_type(
+    owners: Served, ann: PageClient
+) -> None:
+    started = _call(owners.url, "ann", "fill_profile", {}, TASK_CAPS)
+    task_id = str(started["taskId"])
+    asking = eventually(
+        lambda: _task(owners.url, "ann", task_id), lambda task: task["status"] == "input_required"
+    )
+    [link] = asking["_meta"][LINKS].values()
+    opened = ann.get(link)
+    text = opened.text
+    assert '<input id="f-name" name="name" type="text" value=""' in text
+    assert 'aria-describedby="f-name-help f-name-hint" aria-required="true"' in text
+    assert "As it should be printed." in text and "2 to 40 characters." in text
+    assert '<input id="f-email" name="email" type="email" value=""' in text
+    assert 'type="number" inputmode="numeric" step="1" min="18" max="130" value=""' in text
+    assert 'type="number" inputmode="decimal" step="any" min="0" max="1" value="0.5"' in text
+    assert '<input type="radio" id="f-color-2" name="color" value="green" checked>' in text  # its default
+    assert '<select id="f-size" name="size" aria-required="true">' in text  # 7 choices: a list
+    assert text.count("<option value=") == 8  # the 7 sizes and "Choose…"
+    assert text.count('type="checkbox" id="f-extras-') == 3  # several choices: boxes
+    assert '<input type="checkbox" id="f-agree" name="agree" value="true"' in text
+    assert '<input id="f-day" name="day" type="date" value=""' in text
+    assert text.count('<span class="req">(required)</span>') == 4  # name, email, age, size
+
+    wrong = ann.send(link, opened, {"name": "x", "email": "a@b.example", "age": "old", "share": "2"})
+    assert wrong.status == 422
+    assert wrong.forms().errors == {
+        "name": "Use at least 2 characters.",
+        "age": "Enter a whole number.",
+        "share": "Enter 1 or less.",
+        "size": "Required: fill this in.",
+    }
+    answer = {
+        "name": "Ada Lovelace",
+        "email": "ada@example.com",
+        "age": "36",
+        "share": "0.25",
+        "color": "blue",
+        "size": "XL",
+        "extras": ["gift wrap", "insurance"],
+        "agree": True,
+        "day": "2026-12-24",
+    }
+    assert ann.send(link, wrong, answer).status == 200
+    ended = eventually(lambda: _task(owners.url, "ann", task_id), lambda task: task["status"] == "completed")
+    assert ended["result"]["structuredContent"] == {
+        "action": "accept",
+        "profile": {
+            "name": "Ada Lovelace",
+            "email": "ada@example.com",
+            "age": 36,
+            "share": 0.25,
+            "color": "blue",
+            "size": "XL",
+            "extras": ["gift wrap", "insurance"],
+            "agree": True,
+            "day": "2026-12-24",
+        },
+    }
+
+
+def test_a_quick_tool_that_asks_a_persons_question_is_told_only_a_long_tool_may(owners: Served) -> None:
+    said = _call(owners.url, "ann", "approve_quickly", {}, {"elicitation": {"form": {}}})
+    assert said["isError"] is True
+    assert said["content"][0]["text"] == (
+        "Tool approve_quickly asks a person's question (elicit(by='person') or sensitive=True), "
+        "which only a long tool can ask: its answer page belongs to a task"
+    )

@@ -89,7 +89,7 @@ from longtools.tools import (
     to_call_result,
     tool_error_result,
 )
-from longtools.workflows import ProtocolError
+from longtools.workflows import ProtocolError, marking_of
 
 log = structlog.get_logger("longtools.mcp")
 T = TypeVar("T")
@@ -489,6 +489,17 @@ class _Handlers:
         result = await _guarded(tool, _returned(tool, tool.handler(args, rnd)))
         if not isinstance(result, InputRequiredResult):
             return result
+        marked = sorted(
+            key for key, asked in (result.input_requests or {}).items() if marking_of(as_wire(asked)).marked
+        )
+        if marked:
+            # A person's question is answered on a task's page; a quick tool has no task. The
+            # tool's author reads why, in the result and in the log.
+            log.error("person_question_in_quick_tool", tool=tool.name, keys=marked)
+            return tool_error_result(
+                f"Tool {tool.name} asks a person's question (elicit(by='person') or sensitive=True), "
+                "which only a long tool can ask: its answer page belongs to a task"
+            )
         return self._next_round(exchange, result)
 
     def _next_round(self, exchange: Exchange, result: InputRequiredResult) -> InputRequiredResult:

@@ -1,0 +1,79 @@
+"""Tools that ask a person (``--tools tests.person_tools``): a form with every kind of field a
+page renders, and a quick tool that asks a person's question, which only a long tool may."""
+
+from __future__ import annotations
+
+from datetime import date
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from longtools import Registry, Round, Settings, ToolReturn, ask_form, elicit
+
+
+class Color(StrEnum):
+    red = "red"
+    green = "green"
+    blue = "blue"
+
+
+class Size(StrEnum):
+    xs = "XS"
+    s = "S"
+    m = "M"
+    l = "L"  # noqa: E741 (a size)
+    xl = "XL"
+    xxl = "XXL"
+    xxxl = "XXXL"
+
+
+class Profile(BaseModel):
+    name: str = Field(min_length=2, max_length=40, description="As it should be printed.")
+    email: str = Field(json_schema_extra={"format": "email"}, description="Where the receipt goes.")
+    age: int = Field(ge=18, le=130)
+    share: float = Field(0.5, ge=0, le=1, description="Of the total, from 0 to 1.")
+    color: Color = Color.green
+    size: Size
+    extras: list[Literal["gift wrap", "express", "insurance"]] = Field([], description="Any of them.")
+    agree: bool = Field(description="I agree to the terms.")
+    day: date | None = Field(None, description="When it should arrive.")
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class Filled(BaseModel):
+    action: str
+    profile: Profile | None = None
+
+
+@workflow.defn(name="tests.fill_profile")
+class FillProfile:
+    """Asks a person for a profile: one form with every kind of field."""
+
+    @workflow.run
+    async def run(self, args: NoArgs) -> Filled:
+        answer = await ask_form("Your profile, please", Profile, by="person")
+        return Filled(action=answer.action, profile=answer.content)
+
+
+class Approval(BaseModel):
+    ok: bool
+
+
+def register(registry: Registry, settings: Settings) -> None:
+    registry.long_tool(
+        "fill_profile", workflow=FillProfile, input=NoArgs, output=Filled, task_support="optional"
+    )
+
+    @registry.tool("approve_quickly", input=NoArgs)
+    async def approve_quickly(args: NoArgs, rnd: Round) -> ToolReturn:
+        """Asks a person to approve, as a quick tool: a mistake, which longtools names."""
+        answer = rnd.elicited("ok", Approval)
+        if answer is None:
+            return rnd.ask({"ok": elicit("Approve?", Approval, by="person")})
+        return "approved"
