@@ -125,3 +125,26 @@ class PageClient:
 def _path(path_or_url: str) -> str:
     parts = urlsplit(path_or_url)
     return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.pages BASE TASK_ID field=value ...``: the person answers a task's question
+    on its page (what tests/test_docs.py runs in place of a person at a browser). Without auth."""
+    from tests.wire import get_task
+
+    base, task_id, *pairs = argv
+    task = get_task(f"{base}/mcp", task_id)
+    [link] = task["_meta"]["longtools.dev/answer-links"].values()
+    fields: dict[str, Any] = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        fields[name] = True if value == "true" else value
+    with PageClient(base) as browser:
+        sent = browser.answer(link, fields)
+    return 0 if "Your answer was sent" in sent.text else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

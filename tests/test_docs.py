@@ -10,7 +10,9 @@ reader saves, written next to it first (and importable, for ``--tools``), not ru
 that cannot run here (Docker, a server the test starts itself, an excerpt) is preceded by
 ``<!-- not run: why -->``; a block without either runs. A transcript (```console) a reader types
 by hand is preceded by ``<!-- docs-test: in its place: COMMAND -->``, the command that does the
-same without a prompt, which the test runs where the transcript stands.
+same without a prompt, which the test runs where the transcript stands. A page whose tools ask a
+person says ``<!-- docs-test: a person answers: FIELD=VALUE ... -->``: while its commands run, a
+person answers each question that waits on the pages, with those values for the fields it has.
 
 Every ```python block of docs/ and README.md, run or not, compiles as a file.
 """
@@ -22,12 +24,14 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import start_server
+from tests.pages import PageClient
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -35,6 +39,7 @@ _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _NOT_RUN = re.compile(r"<!-- not run: (.+?) -->\s*$")
 _IN_ITS_PLACE = re.compile(r"<!-- docs-test: in its place: (.+?) -->\s*$")
 _SERVER = re.compile(r"<!-- docs-test: serve(.*?)-->")
+_PERSON = re.compile(r"<!-- docs-test: a person answers:(.*?)-->")
 _FILE = re.compile(r"# [\w.]+\.py")
 _PUBLIC_URL = "http://127.0.0.1:8000"
 
@@ -140,6 +145,8 @@ def test_the_commands_of_a_docs_page_run(page: Path, tmp_path: Path) -> None:
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     served = start_server(tmp_path, *shlex.split(wanted.group(1) if wanted else ""), env=env)
     (tmp_path / ".longtools").symlink_to(tmp_path / "data")  # the default data dir the docs name
+    person = _PERSON.search(text)
+    answering = _Person(served.base, shlex.split(person.group(1))) if person else None
     try:
         done = subprocess.run(
             ["bash", "-c", _script(blocks, tmp_path, served.base)],
@@ -155,6 +162,40 @@ def test_the_commands_of_a_docs_page_run(page: Path, tmp_path: Path) -> None:
             timeout=240,
         )
     finally:
+        if answering is not None:
+            answering.stop()
         served.stop()
     assert done.returncode == 0, f"{page.name}:\n{done.stdout}\n{done.stderr}"
     assert "Traceback" not in done.stderr
+    if answering is not None:
+        assert answering.answered, f"{page.name}: the person had nothing to answer"
+
+
+class _Person(threading.Thread):
+    """A person at a browser, answering every question that waits on the server's pages (the
+    server runs without authentication: the pages are this computer's person's)."""
+
+    def __init__(self, base: str, pairs: list[str]) -> None:
+        super().__init__(daemon=True)
+        self._base = base
+        self._values = dict(pair.split("=", 1) for pair in pairs)
+        self._stopped = threading.Event()
+        self.answered: list[str] = []
+        self.start()
+
+    def run(self) -> None:
+        with PageClient(self._base) as browser:
+            while not self._stopped.wait(0.2):
+                listed = browser.get("/tasks")
+                for link in re.findall(r'href="(/answer/[^"]+)"', listed.text):
+                    opened = browser.get(link)
+                    if opened.status != 200:
+                        continue  # answered meanwhile
+                    names = set(opened.forms().names)
+                    fields = {name: value for name, value in self._values.items() if name in names}
+                    browser.send(link, opened, {k: True if v == "true" else v for k, v in fields.items()})
+                    self.answered.append(link)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(timeout=10)

@@ -153,3 +153,30 @@ def test_the_list_of_ones_tasks_follows_them_live(owners: Served, page: Page, tm
         elsewhere.sign_in(OWNER_TOKENS["ann"])
         elsewhere.answer(link, {"confirm": True})
     expect(page.locator(f'[data-task="{task_id}"] .status')).to_have_text("Done")
+
+
+def test_a_secret_is_typed_into_a_password_field_and_never_shown_again(
+    owners: Served, page: Page, tmp_path: Path
+) -> None:
+    started = _chat_host(owners.url, "connect_mailbox", {"address": "support@example.com"})
+    task_id = started["structuredContent"]["taskId"]
+    [link] = started["structuredContent"]["_meta"]["longtools.dev/answer-links"].values()
+    page.goto(link)
+    page.fill("#token", OWNER_TOKENS["ann"])
+    page.keyboard.press("Enter")
+    expect(page.locator("#question")).to_have_text("The app password of support@example.com")
+    expect(page.locator(".note.secret")).to_contain_text("This is a secret")
+    expect(page.locator("#f-password")).to_have_attribute("type", "password")
+    page.fill("#f-password", "short")
+    page.click("button[value=accept]")
+    expect(page.locator('[data-field="password"] .error')).to_have_text("Use at least 8 characters.")
+    expect(page.locator("#f-password")).to_have_value("")  # what was typed is not sent back
+    secret = f"pw-{secrets.token_hex(8)}"
+    page.fill("#f-password", secret)
+    _save(page, tmp_path, "answer-secret.png")
+    page.click("button[value=accept]")
+    expect(page.locator("#live")).to_have_attribute("data-done", "true")
+    expect(page.locator("#result-json")).to_contain_text('"outcome": "connected"')
+    assert secret not in page.content()
+    done = _chat_host(owners.url, "task_status", {"taskId": task_id})
+    assert secret not in str(done)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import secrets
 import subprocess
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import pytest
 import pytest_asyncio
 from mcp import Client
 from mcp.client.session import ClientRequestContext, IncomingMessage
@@ -57,10 +59,18 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 async def answer_on_the_page(
-    browser: Browser, url: str, question: str, tmp_path: Path, shot: str, said: list[str]
+    browser: Browser,
+    url: str,
+    question: str,
+    tmp_path: Path,
+    shot: str,
+    said: list[str],
+    *,
+    until_taken: bool = False,
 ) -> None:
     """The person opens ``url``, confirms, picks the reason, writes the note and sends the answer;
-    ``said`` gets ``"sent"`` as the answer goes. Ends on the task page that follows it."""
+    ``said`` gets ``"sent"`` as the answer goes. Ends on the task page that follows it, once the
+    task no longer waits for an answer if ``until_taken``."""
     context = await browser.new_context(viewport=PHONE)
     context.set_default_timeout(TIMEOUT_MS)
     context.set_default_navigation_timeout(TIMEOUT_MS)
@@ -76,6 +86,9 @@ async def answer_on_the_page(
         said.append("sent")
         await page.click("button[value=accept]")
         await expect(page.locator(".flash")).to_contain_text("Your answer was sent", timeout=TIMEOUT_MS)
+        if until_taken:  # the page follows the task live
+            status = page.locator("#live .status")
+            await expect(status).not_to_have_class(re.compile(r"\bs-input_required\b"), timeout=TIMEOUT_MS)
     finally:
         await context.close()
 
@@ -358,3 +371,61 @@ async def test_the_typescript_tasks_client_gets_the_url_on_tasks_result_and_the_
     assert final["result"]["_meta"][RELATED] == {"taskId": task_id}
     assert answered["message"]["result"]["structuredContent"] == _closed(customer, [ticket_id])
     assert said == ["sent"]
+
+
+PERSON_FIRST = [
+    pytest.param("legacy_client", id="tools-call"),
+    pytest.param(
+        "tasks_client",
+        id="tasks-result",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="longtools/server/_legacy_tasks.py LegacyTasks._ask withdraws a pushed URL request once "
+            "the page has answered it (moved_on): its elicitationId never gets "
+            "notifications/elicitation/complete, and the host's late accept is refused with a 400",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("driver", PERSON_FIRST)
+async def test_a_host_that_accepts_only_once_its_person_is_back_is_still_told_the_url_request_completed(
+    server: Served, browser: Browser, tmp_path: Path, driver: str
+) -> None:
+    """The host keeps its dialog open while its person is on the page (``urlAnswerGate``): the
+    page has the answer, and the task has taken it, before the host's ``accept`` arrives. The
+    URL request was shown all the same, so its complete notification is due all the same."""
+    customer = f"c-{secrets.token_hex(4)}"
+    ticket_id = await anyio.to_thread.run_sync(_new_ticket, server.url, customer)
+    url_file = tmp_path / "urls.jsonl"
+    back = tmp_path / "person-is-back"
+    call = {"name": "bulk_close_tickets", "arguments": {"customer": customer}}
+    tasks = driver == "tasks_client"
+    script = {
+        "capabilities": {
+            "elicitation": {"form": {}, "url": {}},
+            **({"tasks": {"list": {}, "cancel": {}}} if tasks else {}),
+        },
+        "answers": [{"action": "accept"}],
+        "urlFile": str(url_file),
+        "urlAnswerGate": str(back),
+        "steps": [{"op": "callToolAsTask" if tasks else "callTool", **call}],
+    }
+    said: list[str] = []
+    process = _start_driver(driver, server.url, script, tmp_path)
+    try:
+        written = await _url_request(process, url_file)
+        question = f"Close 1 ticket for {customer}?"
+        shot = f"url-elicitation-{driver.removesuffix('_client')}-person-first.png"
+        await answer_on_the_page(browser, written["url"], question, tmp_path, shot, said, until_taken=True)
+        await anyio.Path(back).touch()
+        out = await _output(process)
+    finally:
+        _stop(process)
+    assert "connectError" not in out, out["connectError"]
+    [called] = out["results"]
+    assert called.get("structuredContent") == _closed(customer, [ticket_id]), called
+    assert [complete["elicitationId"] for complete in out["elicitationCompletes"]] == [
+        written["elicitationId"]
+    ]
+    assert out["errors"] == []

@@ -62,10 +62,12 @@ class Interrupted(Exception):
 class Unanswered(Exception):
     """A question no ``--answer`` answers, met without a terminal to ask it at."""
 
-    def __init__(self, message: str, fields: Sequence[str]) -> None:
+    def __init__(self, message: str, fields: Sequence[str], page: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.fields = list(fields)
+        self.page = page
+        """Where a person answers it, for a question answered on its page (a URL request)."""
 
 
 @dataclass
@@ -75,6 +77,9 @@ class Terminal:
     answers: Mapping[str, str] = field(default_factory=dict)
     """``--answer field=value`` pairs, used for any form whose fields they name."""
     interactive: bool = field(default_factory=lambda: sys.stdin.isatty())
+    waits_for_pages: bool = False
+    """Whether a question answered on a page (a URL request) is waited for without a terminal,
+    the person answering in a browser meanwhile (``task watch``), instead of left waiting."""
     live: bool = field(default_factory=lambda: sys.stderr.isatty())
     """A spinner and a bar on stderr; else a log-like line per change."""
     _console: Console | None = None
@@ -217,6 +222,7 @@ class Terminal:
         from longtools.client._forms import (  # only when a tool asks: it loads jsonschema and rich
             FormError,
             FormPrompter,
+            _clean,
             content_from_pairs,
             missing_required,
             url_prompt,
@@ -225,8 +231,12 @@ class Terminal:
         self.pause()
         message = str(params.get("message", ""))
         if params.get("mode") == "url":
+            page = str(params.get("url", ""))
+            if not self.interactive and self.waits_for_pages:
+                self.say(f"{_clean(message)}: a person answers it on its page: {_clean(page)}")
+                return {"action": "accept"}  # "shown": the page takes the answer, the task moves on
             if not self.interactive:
-                raise ClientError(f"the tool needs you to open {params.get('url')}; run this in a terminal")
+                raise Unanswered(message, [], page)
             with _prompting():
                 return _wire_answer(url_prompt(self.err, message, str(params.get("url", ""))))
         schema = params.get("requestedSchema")
@@ -427,6 +437,13 @@ def _left_waiting(
         raise ClientError(f"task {task_id} asks {unanswered.message!r} (--cancel-on-question): {outcome}")
     fields = " ".join(f"{name}=..." for name in unanswered.fields)
     terminal.out(task_id)
+    if unanswered.page is not None:
+        terminal.say(
+            f"longtools: task {task_id} waits for a person to answer {unanswered.message!r} on its page: "
+            f"{unanswered.page}   follow it with: longtools task watch {shlex.quote(url)} -- {task_id}   "
+            f"or cancel it with: longtools task cancel {shlex.quote(url)} -- {task_id}"
+        )
+        return WAITING_EXIT
     terminal.say(
         f"longtools: task {task_id} waits for an answer to {unanswered.message!r}; answer it with: "
         f"longtools task answer {shlex.quote(url)} -- {task_id} {fields}   or cancel it with: "
@@ -519,6 +536,8 @@ def task_get(url: str, task_id: str, token: str | None, raw: bool, terminal: Ter
         params = question.get("params")
         text = params.get("message", "") if isinstance(params, dict) else ""
         terminal.out(f"  asks [{key}]: {text}")
+        if _on_a_page(question):  # a person's question: where they answer it
+            terminal.out(f"    answer it on its page: {question['params'].get('url')}")
     if task["status"] == "completed" and isinstance(task.get("result"), dict):
         return terminal.result(task["result"], raw=False)
     error = task.get("error")
@@ -529,6 +548,7 @@ def task_get(url: str, task_id: str, token: str | None, raw: bool, terminal: Ter
 
 def task_watch(url: str, task_id: str, token: str | None, answers: Sequence[str], terminal: Terminal) -> int:
     terminal.answers = _pairs(answers, "--answer")
+    terminal.waits_for_pages = True
     connection = Connection(url, token)
     follower = Follower(answer=terminal.answer_wire, on_update=terminal.on_task)
     try:

@@ -170,8 +170,8 @@ class Audience:
         deliver as the person's own (a decline or cancel of a URL request: the person's choice, in
         the host's own prompt), and the keys of URL requests it accepted (the person went to the
         page: the page gives the answer, nothing to deliver). A URL request answered with a form's
-        content by a client that shows forms is its own answer, as if it had been asked the form
-        (``longtools task answer`` sends one), and is checked as one."""
+        fields by a client that shows forms is its own answer, as if it had been asked the form
+        (``longtools task answer --json`` may send one), and is checked as one."""
         own: dict[str, Any] = {}
         persons: dict[str, Any] = {}
         consented: set[str] = set()
@@ -183,8 +183,8 @@ class Audience:
                 own[key] = response
             elif action in ("decline", "cancel"):
                 persons[key] = {"action": action}
-            elif self.forms and isinstance(response, Mapping) and response.get("content") is not None:
-                own[key] = response
+            elif self.forms and isinstance(response, Mapping) and response.get("content"):
+                own[key] = response  # the form's fields, not a consent (which has no content)
             else:
                 consented.add(key)
         return own, persons, consented

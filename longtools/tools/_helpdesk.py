@@ -153,7 +153,7 @@ def register_helpdesk(registry: Registry, settings: Settings) -> None:
         input=ConnectMailboxInput,
         output=ConnectMailboxOutput,
         task_support="optional",
-        title="Connect a support mailbox (asks a person for its password)",
+        title="Connect a support mailbox",
     )
     acts = HelpdeskActivities(store, settings.helpdesk_work_s)
     registry.add_activities(acts.open_tickets, acts.close_ticket)

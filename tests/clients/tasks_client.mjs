@@ -21,9 +21,12 @@
 //       {"op": "cancelTask", "taskId": "<id>" | "$last"},
 //       {"op": "sleep", "ms": 500}
 //     ],
-//     "urlFile": "/path"   // optional: each URL-mode elicitation/create's params (raw, _meta included) are appended
+//     "urlFile": "/path",  // optional: each URL-mode elicitation/create's params (raw, _meta included) are appended
 //                          // to this file as one JSON line, before it is answered (from "answers", like any
 //                          // other), so that whoever runs the driver can open the URL while the task goes on
+//     "urlAnswerGate": "/path"  // optional: the answer to each URL-mode elicitation/create waits until this file
+//                          // exists (polled, at most 60 s, then the handler fails): a host whose dialog stays
+//                          // open until its person is back from the page
 //   }
 //   Declare URL mode with "capabilities": {"elicitation": {"url": {}}, ...} (or {"form": {}, "url": {}}): the
 //   SDK refuses a mode that was not declared.
@@ -68,7 +71,7 @@
 // The SDK is loaded from <repo>/conformance/node_modules (override with MCP_CONFORMANCE_DIR), by
 // driver.mjs, which both drivers share.
 
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync } from 'node:fs';
 
 import { errorOf, load, readArgs, run, transportFor } from './driver.mjs';
 
@@ -83,6 +86,17 @@ const {
 
 const DEFAULT_TIMEOUT_MS = 600_000; // per request, restarted by every progress notification
 const MAX_LIST_PAGES = 1000;
+
+const GATE_TIMEOUT_MS = 60_000; // how long an answer to a URL request waits for "urlAnswerGate"
+
+/** Resolves once `path` exists (polled every 20 ms); throws after GATE_TIMEOUT_MS. */
+async function fileAppears(path) {
+  const deadline = Date.now() + GATE_TIMEOUT_MS;
+  while (!existsSync(path)) {
+    if (Date.now() > deadline) throw new Error(`urlAnswerGate ${path} did not appear within ${GATE_TIMEOUT_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
 
 
 const clone = (v) => (v === undefined ? null : JSON.parse(JSON.stringify(v)));
@@ -137,6 +151,8 @@ async function main() {
       if (script.urlFile && params?.mode === 'url') {
         appendFileSync(script.urlFile, JSON.stringify(params) + '\n');
       }
+      // A host that keeps its dialog open until its person is back: answer once the gate file exists.
+      if (script.urlAnswerGate && params?.mode === 'url') await fileAppears(script.urlAnswerGate);
       // Out of scripted answers: cancel, as a user closing the dialog would.
       const answer = answers.length ? answers.shift() : { action: 'cancel' };
       out.elicitations.push({
