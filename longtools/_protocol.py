@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["PROGRESS_META", "TASKS_EXTENSION"]
+__all__ = ["ANSWER_LINKS_META", "PROGRESS_META", "TASKS_EXTENSION"]
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 """The Tasks extension's identifier (SEP-2663), as ``capabilities.extensions`` carries it."""
@@ -15,3 +15,7 @@ TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 PROGRESS_META: Final = "longtools.dev/progress"
 """``_meta`` key of a task's progress numbers (``tasks/get``, ``notifications/tasks``):
 ``{"progress": 3, "total": 10}``, ``total`` null when the tool does not know it."""
+
+ANSWER_LINKS_META: Final = "longtools.dev/answer-links"
+"""``_meta`` key of a task's answer links (``tasks/get``, ``notifications/tasks``, the task tools):
+``{question key: URL}`` for each of its open questions a person must answer, on that page."""

@@ -1,8 +1,10 @@
 """Tools that ask a person (``--tools tests.person_tools``): a form with every kind of field a
-page renders, and a quick tool that asks a person's question, which only a long tool may."""
+page renders, a secret, and a quick tool that asks a person's question, which only a long tool
+may."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import date
 from enum import StrEnum
 from typing import Literal
@@ -69,6 +71,9 @@ def register(registry: Registry, settings: Settings) -> None:
     registry.long_tool(
         "fill_profile", workflow=FillProfile, input=NoArgs, output=Filled, task_support="optional"
     )
+    registry.long_tool(
+        "keep_a_secret", workflow=KeepASecret, input=NoArgs, output=Kept, task_support="optional"
+    )
 
     @registry.tool("approve_quickly", input=NoArgs)
     async def approve_quickly(args: NoArgs, rnd: Round) -> ToolReturn:
@@ -77,3 +82,22 @@ def register(registry: Registry, settings: Settings) -> None:
         if answer is None:
             return rnd.ask({"ok": elicit("Approve?", Approval, by="person")})
         return "approved"
+
+
+class Secret(BaseModel):
+    secret: str = Field(min_length=8, description="Never shown again.")
+
+
+class Kept(BaseModel):
+    fingerprint: str
+
+
+@workflow.defn(name="tests.keep_a_secret")
+class KeepASecret:
+    """Asks a person for a secret, answered on its page only; shows its fingerprint."""
+
+    @workflow.run
+    async def run(self, args: NoArgs) -> Kept:
+        answer = await ask_form("A secret, please", Secret, sensitive=True)
+        given = answer.content.secret if answer.content else ""
+        return Kept(fingerprint=hashlib.sha256(given.encode()).hexdigest()[:12])

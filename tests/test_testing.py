@@ -10,6 +10,7 @@ reported).
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -184,7 +185,7 @@ async def test_embedded_drives_a_long_tool_and_replays_it(example_dir: Path, tmp
 
 async def test_a_real_server_drives_the_same_long_tool(example_dir: Path, tmp_path: Path) -> None:
     tools = ["--tools", "docs_tools", "--tools", "tests.long_tools", "--tools", "tests.progress_tools"]
-    tools.append("--no-examples")
+    tools += ["--tools", "tests.person_tools", "--no-examples"]
     async with serve(*tools, pythonpath=[example_dir, ROOT], data_dir=tmp_path) as served:
 
         async def submit(description: str) -> str:
@@ -203,6 +204,15 @@ async def test_a_real_server_drives_the_same_long_tool(example_dir: Path, tmp_pa
             await served.call("submit_expense", {"employee": "ada", "description": "Fax", "amount_cents": 1})
         with pytest.raises(NotATask, match="Invalid arguments"):
             await served.start("approve_expense", {"expense_id": "X-1"})
+        # A secret is asked of no client: the served task answers it on its page, as its person.
+        secret = await served.start("keep_a_secret")
+        question = await secret.question()
+        assert question.page is not None and question.page.startswith(served.base + "/answer/")
+        with pytest.raises(AnswerRejected, match="secret: Use at least 8 characters"):
+            await secret.answer(question.key, {"secret": "short"})
+        await secret.answer(question.key, {"secret": "correct horse"})
+        kept = await secret.result()
+        assert kept.structured == {"fingerprint": hashlib.sha256(b"correct horse").hexdigest()[:12]}
     # The data dir given: the example's store, and the server's log.
     assert (tmp_path / "expenses.sqlite3").exists() and (tmp_path / "serve.log").exists()
 

@@ -9,6 +9,9 @@ legacy mode (2025-11-25: the complete notification, once, after the page has the
 TypeScript SDK 1.x client (tests/clients/legacy_client.mjs), and the same SDK's 2025-11-25 tasks
 API (tests/clients/tasks_client.mjs: the URL request pushed on ``tasks/result``). The drivers write
 each URL request they get to a file (``urlFile``) while their call goes on; the test opens it.
+Last, a host that accepts only once its person is back from the page (``urlAnswerGate``): on a
+2025-11-25 ``tools/call`` it is still told the request completed; on ``tasks/result`` it is not
+(a server defect, pinned with a strict xfail).
 
 Each answered page is saved as ``url-elicitation-<client>.png`` (``screenshot_dirs``).
 """

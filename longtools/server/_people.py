@@ -10,7 +10,7 @@ A tool marks a question as a person's (``elicit(by="person")``: an approval) or 
 - a client that shows forms (form elicitation) gets a person's question as the form, since its
   host puts it before the person; never a secret;
 - any other client (a chat host following by the task tools, a form-only client and a secret) gets
-  the link only, in words and in ``_meta[LINKS_META]``: nothing it could answer itself.
+  the link only, in words and in ``_meta[ANSWER_LINKS_META]``: nothing it could answer itself.
 
 Unmarked questions are shown as they are. Every task shown carries the links of its person's
 questions in ``_meta``, whoever asks.
@@ -21,21 +21,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp_types import ClientCapabilities
 
+from longtools._protocol import ANSWER_LINKS_META
 from longtools._settings import Settings
 from longtools.auth import principal_of
 from longtools.server._pushed import is_legacy
 from longtools.tasks import Answerer, AnswerLinks, Tasks, TaskView, public_base
 from longtools.workflows import marking_of
 
-__all__ = ["LINKS_META", "Audience", "People", "elicitation_id"]
+__all__ = ["Audience", "People", "elicitation_id"]
 
-LINKS_META: Final = "longtools.dev/answer-links"
-"""``_meta`` key of a task's answer links: ``{question key: URL}``, for its person's questions."""
 
 
 def elicitation_id(task_id: str, key: str) -> str:
@@ -160,7 +159,7 @@ class Audience:
             message = self.status_message(view)
             if message:
                 body["statusMessage"] = message
-        body["_meta"] = {**body.get("_meta", {}), LINKS_META: links}
+        body["_meta"] = {**body.get("_meta", {}), ANSWER_LINKS_META: links}
         return body
 
     def sorted_answers(

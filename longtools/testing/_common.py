@@ -119,6 +119,9 @@ class Question:
     """A form's ``requestedSchema``."""
     request: Mapping[str, Any]
     """The whole input request, as wire JSON."""
+    page: str | None = None
+    """Where a person answers it, when only they may: a secret (``sensitive=True``), which a
+    served task's client is not asked (``answer`` then answers it on that page, as they would)."""
 
     @classmethod
     def from_wire(cls, key: str, request: Mapping[str, Any]) -> Question:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import html
 import itertools
 import json
 import os
@@ -23,10 +24,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
-from longtools._protocol import PROGRESS_META, TASKS_EXTENSION
+from longtools._protocol import ANSWER_LINKS_META, PROGRESS_META, TASKS_EXTENSION
 from longtools.testing._common import (
     AnswerRejected,
     NotAsked,
@@ -43,6 +45,8 @@ from longtools.testing._common import (
 VERSION = "2026-07-28"
 _URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
 _CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+_CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+_ERRORS = re.compile(r'<p class="error" id="(?:f-([^"]*)-error|form-error)"[^>]*>([^<]*)</p>')
 """What the test client declares: form answers and the Tasks extension."""
 _INVALID_PARAMS = -32602
 _NUMBERS = re.compile(r" ?\([0-9.e+-]+(/[0-9.e+-]+)?\)$")
@@ -126,6 +130,37 @@ class Served:
         result: dict[str, Any] = message.get("result", {})
         return result
 
+    async def answer_on_page(self, link: str, answer: Mapping[str, Any]) -> None:
+        """Answer a question on its page, as its person does in a browser (``serve()`` runs
+        without authentication: its pages are this computer's person's).
+
+        Raises:
+            AnswerRejected: the page refused the answer (each field's error in words).
+            RequestFailed: the page did not open or answer (e.g. the question is closed).
+        """
+        opened = await self._http.get(link)
+        found = _CSRF.search(opened.text)
+        if opened.status_code != 200 or found is None:
+            raise RequestFailed("answer page", opened.status_code, f"HTTP {opened.status_code}: {link}")
+        form: list[tuple[str, str]] = [("csrf", found.group(1)), ("action", str(answer.get("action")))]
+        for name, value in (answer.get("content") or {}).items():
+            for item in value if isinstance(value, list) else [value]:
+                if item is not False and item is not None:
+                    form.append((name, "true" if item is True else str(item)))
+        sent = await self._http.post(
+            link,
+            content=urlencode(form),
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        if sent.status_code == 422:
+            said = "; ".join(
+                f"{field}: {html.unescape(error)}" if field else html.unescape(error)
+                for field, error in _ERRORS.findall(sent.text)
+            )
+            raise AnswerRejected(f"the page refused the answer: {said}")
+        if sent.status_code != 303:
+            raise RequestFailed("answer page", sent.status_code, f"HTTP {sent.status_code}: {link}")
+
     async def start(self, tool: str, arguments: Mapping[str, Any] | None = None) -> ServedTask:
         """Call the long tool ``tool`` as a task (the client declares the Tasks extension).
 
@@ -194,6 +229,10 @@ class ServedTask(Task):
         status = task.get("status")
         message = task.get("statusMessage")
         meta = task.get("_meta")
+        links = meta.get(ANSWER_LINKS_META) if isinstance(meta, Mapping) else None
+        for key, link in (links if isinstance(links, Mapping) else {}).items():
+            if key not in questions:  # a secret: not asked of this client, only on its page
+                questions[key] = Question(key, "elicitation/create", None, None, {}, page=str(link))
         shown = meta.get(PROGRESS_META) if isinstance(meta, Mapping) else None
         progress = shown if isinstance(shown, Mapping) else {}
         if progress and isinstance(message, str):
@@ -216,6 +255,9 @@ class ServedTask(Task):
         )
 
     async def _send(self, key: str, question: Question, answer: Mapping[str, Any]) -> None:
+        if question.page is not None:
+            await self._served.answer_on_page(question.page, answer)
+            return
         try:
             await self._served.request(
                 "tasks/update", {"taskId": self.task_id, "inputResponses": {key: dict(answer)}}
