@@ -10,8 +10,8 @@ TypeScript SDK 1.x client (tests/clients/legacy_client.mjs), and the same SDK's 
 API (tests/clients/tasks_client.mjs: the URL request pushed on ``tasks/result``). The drivers write
 each URL request they get to a file (``urlFile``) while their call goes on; the test opens it.
 Last, a host that accepts only once its person is back from the page (``urlAnswerGate``): on a
-2025-11-25 ``tools/call`` it is still told the request completed; on ``tasks/result`` it is not
-(a server defect, pinned with a strict xfail).
+2025-11-25 ``tools/call`` and on ``tasks/result`` alike it is still told the request completed,
+and its late answer is taken, not refused.
 
 Each answered page is saved as ``url-elicitation-<client>.png`` (``screenshot_dirs``).
 """
@@ -378,16 +378,7 @@ async def test_the_typescript_tasks_client_gets_the_url_on_tasks_result_and_the_
 
 PERSON_FIRST = [
     pytest.param("legacy_client", id="tools-call"),
-    pytest.param(
-        "tasks_client",
-        id="tasks-result",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="longtools/server/_legacy_tasks.py LegacyTasks._ask withdraws a pushed URL request once "
-            "the page has answered it (moved_on): its elicitationId never gets "
-            "notifications/elicitation/complete, and the host's late accept is refused with a 400",
-        ),
-    ),
+    pytest.param("tasks_client", id="tasks-result"),
 ]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import time
@@ -61,6 +62,10 @@ _requests_adapter: TypeAdapter[InputRequest] = TypeAdapter(InputRequest)
 def speaks_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether this request comes from a 2025-era session at the revision that has tasks."""
     return is_legacy(ctx) and ctx.protocol_version >= TASKS_VERSION
+
+
+_URL_ANSWER_GRACE_S: Final = 5.0
+"""How long a pushed URL request the page has already answered still waits for its host's answer."""
 
 
 def legacy_task_wire(view: TaskView, poll_interval_ms: int, audience: Audience) -> dict[str, Any]:
@@ -252,6 +257,7 @@ class LegacyTasks:
                 "this client did not declare; answer it with the task_answer tool, or cancel it",
             )
         keys = set(waiting)
+        urls = {key for key, question in waiting.items() if audience.as_url(question)}
 
         def moved_on(now: TaskView) -> bool:
             return now.status in TERMINAL or not keys & set(now.input_requests or {})
@@ -267,6 +273,15 @@ class LegacyTasks:
                 if not asking.done():
                     now = watching.result()
                     if moved_on(now):
+                        # The page may have answered a URL request before its host answers it
+                        # (a host whose prompt waits for its person to come back): it is complete,
+                        # and the host's answer, only its word that its person went there, is
+                        # awaited a moment, to be taken rather than refused as late.
+                        await _complete(ctx, now, urls)
+                        if urls == keys:
+                            with contextlib.suppress(TimeoutError, Unanswered):
+                                async with asyncio.timeout(_URL_ANSWER_GRACE_S):
+                                    await asyncio.shield(asking)
                         return set(), set(), now
                     await asking  # the task lives on only as long as its TTL: asked till then
                 answers = asking.result()
