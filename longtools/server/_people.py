@@ -36,7 +36,6 @@ from longtools.workflows import marking_of
 __all__ = ["Audience", "People", "elicitation_id"]
 
 
-
 def elicitation_id(task_id: str, key: str) -> str:
     """The 2025 era's ``elicitationId`` of a question shown as a URL: the same on every push of it,
     so its ``notifications/elicitation/complete`` names what the client was shown."""
