@@ -39,16 +39,12 @@ from mcp.server.auth.provider import AccessToken
 from longtools._settings import KEYGEN_HINT, Settings, is_loopback_url, parse_static_tokens
 
 __all__ = [
-    "JWKS_MAX_AGE_S",
-    "JWKS_REFETCH_INTERVAL_S",
     "LEEWAY_S",
     "MAX_TOKEN_CHARS",
     "STATIC_ISSUER",
     "AuthConfigError",
     "BearerVerifier",
-    "JwksError",
-    "KeySet",
-    "parse_jwks",
+    "JwksUrl",
     "principal_hash",
     "principal_id",
 ]
@@ -83,12 +79,12 @@ class _Refused(Exception):
         self.reason = reason
 
 
-class JwksError(ValueError):
+class _JwksError(ValueError):
     """A JWKS document cannot be used (the message is short and names no key material)."""
 
 
 @dataclass(frozen=True)
-class KeySet:
+class _KeySet:
     """Verification keys by (kid, alg); a key is only ever used for the one algorithm it is for."""
 
     keys: Mapping[tuple[str | None, str], Any]
@@ -101,7 +97,52 @@ class KeySet:
         return candidates[0] if len(candidates) == 1 else None
 
 
-_EMPTY = KeySet({})
+_EMPTY = _KeySet({})
+
+
+class JwksUrl:
+    """The keys a JWKS URL serves: fetched when a token names a key they lack (at most once a
+    minute, however many tokens ask) and once an hour anyway, so a key the issuer withdrew stops
+    working within the hour; a failed fetch keeps the keys there were."""
+
+    def __init__(self, url: str, http: Callable[[], httpx.AsyncClient], clock: Callable[[], float]) -> None:
+        self.url = url
+        self.keys = _EMPTY
+        self._http = http
+        self._clock = clock
+        self._fetched_at: float | None = None
+        self._last_attempt: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def find(self, kid: str | None, alg: str) -> Any | None:
+        """The key for ``kid`` and ``alg`` (``_KeySet.find``), fetching the set again if it lacks it."""
+        key = self.keys.find(kid, alg)
+        stale = self._fetched_at is None or self._clock() - self._fetched_at >= JWKS_MAX_AGE_S
+        if key is None or stale:
+            await self._refetch()
+            key = self.keys.find(kid, alg)
+        return key
+
+    async def _refetch(self) -> None:
+        async with self._lock:
+            now = self._clock()
+            # Every attempt counts, failed or not: neither bogus kids nor a down IdP make us hammer it.
+            last = self._last_attempt
+            if last is not None and now - last < JWKS_REFETCH_INTERVAL_S:
+                return
+            self._last_attempt = now
+            try:
+                response = await self._http().get(self.url, timeout=JWKS_FETCH_TIMEOUT_S)
+                if response.status_code != 200:
+                    raise _JwksError(f"HTTP {response.status_code}")
+                keys = _parse_jwks(response.content)
+            except (httpx.HTTPError, _JwksError) as exc:
+                reason = str(exc) if isinstance(exc, _JwksError) else type(exc).__name__
+                log.warning("jwks_fetch_failed", reason=reason, kept_keys=len(self.keys.keys))
+                return
+            self.keys = keys
+            self._fetched_at = now
+            log.info("jwks_fetched", keys=len(keys.keys))
 
 
 def principal_id(token: AccessToken) -> str:
@@ -165,18 +206,16 @@ class BearerVerifier:
                 )
             self._secret = secret
 
-        self._jwks_url: str | None = None
+        self._jwks_url: JwksUrl | None = None
         self._jwks_path: Path | None = None
         self._keys = _EMPTY
+        """The keys of a JWKS file."""
         self._file_stamp: tuple[int, int, int] | None = None
-        self._fetched_at: float | None = None
-        self._last_fetch_attempt: float | None = None
-        self._fetch_lock = asyncio.Lock()
         if settings.jwt_jwks is not None:
             source = settings.jwt_jwks.strip()
             scheme = urlparse(source).scheme.lower()
             if scheme == "https" or (scheme == "http" and is_loopback_url(source)):
-                self._jwks_url = source
+                self._jwks_url = JwksUrl(source, self._client, clock)
             elif scheme == "http":
                 raise AuthConfigError(
                     "LONGTOOLS_JWT_JWKS must be an https:// URL or a file path (http:// only on loopback)"
@@ -319,44 +358,20 @@ class BearerVerifier:
             return self._keys.find(kid, alg)
         if self._jwks_url is None:
             return None
-        key = self._keys.find(kid, alg)
-        stale = self._fetched_at is None or self._clock() - self._fetched_at >= JWKS_MAX_AGE_S
-        if key is None or stale:
-            await self._refetch(self._jwks_url)
-            key = self._keys.find(kid, alg)
-        return key
+        return await self._jwks_url.find(kid, alg)
 
-    async def _refetch(self, url: str) -> None:
-        """Fetch the JWKS URL unless a fetch was tried in the last minute; on failure keep the old keys."""
-        async with self._fetch_lock:
-            now = self._clock()
-            # Every attempt counts, failed or not: neither bogus kids nor a down IdP make us hammer it.
-            last = self._last_fetch_attempt
-            if last is not None and now - last < JWKS_REFETCH_INTERVAL_S:
-                return
-            self._last_fetch_attempt = now
-            if self._http is None:
-                self._http = httpx.AsyncClient()
-            try:
-                response = await self._http.get(url, timeout=JWKS_FETCH_TIMEOUT_S)
-                if response.status_code != 200:
-                    raise JwksError(f"HTTP {response.status_code}")
-                keys = parse_jwks(response.content)
-            except (httpx.HTTPError, JwksError) as exc:
-                reason = str(exc) if isinstance(exc, JwksError) else type(exc).__name__
-                log.warning("jwks_fetch_failed", reason=reason, kept_keys=len(self._keys.keys))
-                return
-            self._keys = keys
-            self._fetched_at = now
-            log.info("jwks_fetched", keys=len(keys.keys))
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient()
+        return self._http
 
     def _load_file_at_start(self, path: Path) -> None:
         try:
             stamp = _file_stamp(path)
-            self._keys = parse_jwks(path.read_bytes())
+            self._keys = _parse_jwks(path.read_bytes())
         except OSError as exc:
             raise AuthConfigError(f"LONGTOOLS_JWT_JWKS: cannot read {path}: {exc.strerror}") from None
-        except JwksError as exc:
+        except _JwksError as exc:
             raise AuthConfigError(f"LONGTOOLS_JWT_JWKS: {path} is not a usable JWKS: {exc}") from None
         self._file_stamp = stamp
 
@@ -367,8 +382,8 @@ class BearerVerifier:
                 return
             # Remember the stamp even if the parse fails, so one bad write warns once, not per token.
             self._file_stamp = stamp
-            self._keys = parse_jwks(path.read_bytes())
-        except (OSError, JwksError) as exc:
+            self._keys = _parse_jwks(path.read_bytes())
+        except (OSError, _JwksError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc)
             log.warning("jwks_reload_failed", reason=reason, kept_keys=len(self._keys.keys))
             return
@@ -385,15 +400,15 @@ def _file_stamp(path: Path) -> tuple[int, int, int]:
     return stat.st_mtime_ns, stat.st_size, stat.st_ino
 
 
-def parse_jwks(raw: bytes) -> KeySet:
+def _parse_jwks(raw: bytes) -> _KeySet:
     """The RS256/ES256 signing keys of a JWKS; other keys (symmetric, encryption, other algorithms) are
     skipped, and a set with none left is an error."""
     try:
         document = json.loads(raw)
     except ValueError:
-        raise JwksError("not JSON") from None
+        raise _JwksError("not JSON") from None
     if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
-        raise JwksError('no "keys" list')
+        raise _JwksError('no "keys" list')
     keys: dict[tuple[str | None, str], Any] = {}
     for entry in document["keys"]:
         parsed = _signing_key(entry)
@@ -401,8 +416,8 @@ def parse_jwks(raw: bytes) -> KeySet:
             kid, alg, key = parsed
             keys.setdefault((kid, alg), key)
     if not keys:
-        raise JwksError("no RS256/ES256 signing key (RSA of 2048+ bits, or EC P-256)")
-    return KeySet(keys)
+        raise _JwksError("no RS256/ES256 signing key (RSA of 2048+ bits, or EC P-256)")
+    return _KeySet(keys)
 
 
 def _signing_key(entry: object) -> tuple[str | None, str, Any] | None:

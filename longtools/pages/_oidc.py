@@ -17,7 +17,6 @@ this sign-in's nonce. Nothing a token holds is logged or put in a message.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -39,15 +38,11 @@ from longtools._settings import Settings, is_loopback_url
 # The bearer verifier's key rules and limits, shared on purpose: a person's ID token is held to
 # exactly what their MCP client's tokens are held to.
 from longtools.auth import (
-    JWKS_MAX_AGE_S,
-    JWKS_REFETCH_INTERVAL_S,
     LEEWAY_S,
     MAX_TOKEN_CHARS,
     STATIC_ISSUER,
     AuthConfigError,
-    JwksError,
-    KeySet,
-    parse_jwks,
+    JwksUrl,
 )
 
 __all__ = ["OidcSignIn", "SignInFailed", "SignedIn"]
@@ -192,10 +187,8 @@ class OidcSignIn:
         self._owns_http = http is None
         self._metadata: _Metadata | None = None
         self._discovered_at = 0.0
-        self._keys = KeySet({})
-        self._keys_fetched_at: float | None = None
-        self._last_keys_attempt: float | None = None
-        self._keys_lock = asyncio.Lock()
+        self._jwks: JwksUrl | None = None
+        """The issuer's keys (its discovery names where), fetched as bearer tokens' are."""
 
     async def begin(self, next_path: str, redirect_uri: str) -> tuple[str, str]:
         """The authorization URL to send the browser to, and the sealed value of the short-lived
@@ -435,34 +428,9 @@ class OidcSignIn:
         return claims
 
     async def _public_key(self, jwks_uri: str, kid: str | None, alg: str) -> Any | None:
-        key = self._keys.find(kid, alg)
-        stale = self._keys_fetched_at is None or self._clock() - self._keys_fetched_at >= JWKS_MAX_AGE_S
-        if key is None or stale:
-            await self._refetch_keys(jwks_uri)
-            key = self._keys.find(kid, alg)
-        return key
-
-    async def _refetch_keys(self, jwks_uri: str) -> None:
-        """Fetch the JWKS unless a fetch was tried in the last minute; on failure keep the old keys."""
-        async with self._keys_lock:
-            now = self._clock()
-            # Every attempt counts, failed or not: neither unknown kids nor a down issuer make us hammer it.
-            last = self._last_keys_attempt
-            if last is not None and now - last < JWKS_REFETCH_INTERVAL_S:
-                return
-            self._last_keys_attempt = now
-            try:
-                response = await self._client().get(jwks_uri, timeout=HTTP_TIMEOUT_S)
-                if not response.is_success:
-                    raise JwksError(f"HTTP {response.status_code}")
-                keys = parse_jwks(response.content)
-            except (httpx.HTTPError, JwksError) as exc:
-                reason = str(exc) if isinstance(exc, JwksError) else type(exc).__name__
-                log.warning("jwks_fetch_failed", reason=reason, kept_keys=len(self._keys.keys))
-                return
-            self._keys = keys
-            self._keys_fetched_at = now
-            log.info("jwks_fetched", keys=len(keys.keys))
+        if self._jwks is None or self._jwks.url != jwks_uri:
+            self._jwks = JwksUrl(jwks_uri, self._client, self._clock)
+        return await self._jwks.find(kid, alg)
 
     async def _request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
         try:
