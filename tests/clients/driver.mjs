@@ -3,7 +3,7 @@
 //
 // The SDK is loaded from <repo>/conformance/node_modules (override with MCP_CONFORMANCE_DIR).
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -48,5 +48,16 @@ export async function run(driver, main) {
   } catch (e) {
     process.stderr.write(`${driver} crashed: ${e?.stack ?? e}\n`);
     process.exit(2);
+  }
+}
+
+const GATE_TIMEOUT_MS = 60_000; // how long an answer to a URL request waits for "urlAnswerGate"
+
+/** Resolves once `path` exists (polled every 20 ms); throws after GATE_TIMEOUT_MS. */
+export async function fileAppears(path) {
+  const deadline = Date.now() + GATE_TIMEOUT_MS;
+  while (!existsSync(path)) {
+    if (Date.now() > deadline) throw new Error(`urlAnswerGate ${path} did not appear within ${GATE_TIMEOUT_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }

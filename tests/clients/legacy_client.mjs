@@ -43,25 +43,15 @@
 // The SDK is loaded from <repo>/conformance/node_modules (override with MCP_CONFORMANCE_DIR), by
 // driver.mjs, which both drivers share.
 
-import { appendFileSync, existsSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 
-import { errorOf, load, readArgs, run, transportFor } from './driver.mjs';
+import { errorOf, fileAppears, load, readArgs, run, transportFor } from './driver.mjs';
 
 const { Client } = await load('client/index.js');
 const { ElicitRequestSchema, ElicitationCompleteNotificationSchema, CallToolResultSchema } = await load('types.js');
 
 const DEFAULT_TIMEOUT_MS = 600_000; // per call, restarted by every progress notification
 
-const GATE_TIMEOUT_MS = 60_000; // how long an answer to a URL request waits for "urlAnswerGate"
-
-/** Resolves once `path` exists (polled every 20 ms); throws after GATE_TIMEOUT_MS. */
-async function fileAppears(path) {
-  const deadline = Date.now() + GATE_TIMEOUT_MS;
-  while (!existsSync(path)) {
-    if (Date.now() > deadline) throw new Error(`urlAnswerGate ${path} did not appear within ${GATE_TIMEOUT_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 
 async function main() {

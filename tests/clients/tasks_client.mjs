@@ -71,9 +71,9 @@
 // The SDK is loaded from <repo>/conformance/node_modules (override with MCP_CONFORMANCE_DIR), by
 // driver.mjs, which both drivers share.
 
-import { appendFileSync, existsSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 
-import { errorOf, load, readArgs, run, transportFor } from './driver.mjs';
+import { errorOf, fileAppears, load, readArgs, run, transportFor } from './driver.mjs';
 
 const { Client } = await load('client/index.js');
 const {
@@ -87,16 +87,6 @@ const {
 const DEFAULT_TIMEOUT_MS = 600_000; // per request, restarted by every progress notification
 const MAX_LIST_PAGES = 1000;
 
-const GATE_TIMEOUT_MS = 60_000; // how long an answer to a URL request waits for "urlAnswerGate"
-
-/** Resolves once `path` exists (polled every 20 ms); throws after GATE_TIMEOUT_MS. */
-async function fileAppears(path) {
-  const deadline = Date.now() + GATE_TIMEOUT_MS;
-  while (!existsSync(path)) {
-    if (Date.now() > deadline) throw new Error(`urlAnswerGate ${path} did not appear within ${GATE_TIMEOUT_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 
 const clone = (v) => (v === undefined ? null : JSON.parse(JSON.stringify(v)));
