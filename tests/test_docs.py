@@ -199,3 +199,14 @@ class _Person(threading.Thread):
     def stop(self) -> None:
         self._stopped.set()
         self.join(timeout=10)
+
+
+def test_every_picture_a_page_shows_is_there() -> None:
+    """The screenshots are taken by the browser tests (``LONGTOOLS_SCREENSHOTS=docs/images``)."""
+    missing = [
+        f"{page.name}: {name}"
+        for page in [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
+        for name in re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", page.read_text())
+        if not (page.parent / name).is_file()
+    ]
+    assert missing == []
