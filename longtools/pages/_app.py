@@ -1,5 +1,5 @@
-"""The pages' routes: answer a question through its link, follow a task, list one's tasks, sign in
-and out. API process, on the port of ``/mcp``.
+"""The pages' routes: answer a question through its link, follow a task, list one's tasks (and the
+sign-in's, ``_signin``). API process, on the port of ``/mcp``.
 
 Every page is rendered on the server (Jinja2, autoescaped); ``page.js`` only follows a task live,
 by asking ``/tasks/<id>/live`` for the part that changed. Each answer goes the way ``tasks/update``'s
@@ -15,25 +15,24 @@ import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from importlib import resources
 from typing import Any, Final, Protocol
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import structlog
-from jinja2 import Environment, PackageLoader
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
-from temporalio.service import RPCError
 
 from longtools._sealing import Sealer, Unsealable
-from longtools._settings import Settings, is_loopback
-from longtools.auth import ANONYMOUS, AuthConfigError, BearerVerifier, principal_id
+from longtools._settings import Settings
+from longtools.auth import BearerVerifier
 from longtools.pages._forms import FORM_ERROR, content_of, fields_of, schema_errors
-from longtools.pages._oidc import OidcSignIn, SignInFailed
-from longtools.pages._sessions import PageSession, Sessions, csrf_matches, secure_request
+from longtools.pages._frame import Frame, Refused
+from longtools.pages._sessions import PageSession, Sessions
+from longtools.pages._signin import SignIn
 from longtools.pages._views import TaskCard, card_of, signature
 from longtools.tasks import (
     ANSWER_PATH,
@@ -46,9 +45,7 @@ from longtools.tasks import (
     TaskNotFound,
     Tasks,
     TaskView,
-    public_base,
 )
-from longtools.temporal import PayloadDecryptError, unreachable
 from longtools.tools import Registry
 from longtools.workflows import marking_of
 
@@ -56,18 +53,6 @@ __all__ = ["Holds", "Pages"]
 
 log = structlog.get_logger("longtools.pages")
 
-_HEADERS: Final = {
-    # Nothing but this server's own files, never inside another site's frame (clickjacking), no
-    # address of a page (with its link) sent on to anyone, nothing kept by a cache.
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-    "X-Content-Type-Options": "nosniff",
-    "Cross-Origin-Opener-Policy": "same-origin",
-}
-_MAX_FORM_BYTES: Final = 65_536
 _LIVE_WAIT_S: Final = 25.0
 """How long a page's request for news is held when nothing changes: under what proxies allow."""
 _LIST_WAIT_S: Final = 15.0
@@ -75,8 +60,6 @@ _LIST_WAIT_S: Final = 15.0
 _LIST_SIZE: Final = 25
 _LIST_FOLLOWED: Final = 10
 """Open tasks of a listing whose changes end its wait (each is a watch of its own)."""
-_OIDC_COOKIE: Final = "longtools-oidc"
-_LOCAL_NAME: Final = "you, on this computer"
 _STATIC: Final = {"page.css": "text/css; charset=utf-8", "page.js": "text/javascript; charset=utf-8"}
 
 
@@ -84,13 +67,6 @@ class Holds(Protocol):
     """The held-request bounds of the process (``HeldRounds``): a page's wait for news is one."""
 
     def hold_if_free(self, principal: str) -> AbstractContextManager[bool]: ...
-
-
-class _Refused(Exception):
-    """A request answered with a page instead of what it asked for (``response``)."""
-
-    def __init__(self, response: Response) -> None:
-        self.response = response
 
 
 class Pages:
@@ -107,30 +83,19 @@ class Pages:
         allowed_hosts: Sequence[str],
         verifier: BearerVerifier | None,
     ) -> None:
-        self._settings = settings
         self._registry = registry
         self._tasks = tasks
         self._links = links
         self._held = held
-        self._allowed_hosts = list(allowed_hosts)
-        self._verifier = verifier
-        if settings.oidc_client_id and settings.jwt_jwks is None and settings.jwt_secret is None:
-            # A sign-in makes a `jwt:<iss>|<sub>` principal: without JWTs on /mcp it owns nothing.
-            raise AuthConfigError(
-                "LONGTOOLS_OIDC_CLIENT_ID signs people in as the principal of their JWTs: it needs JWT "
-                "authentication on /mcp too (LONGTOOLS_JWT_JWKS, with the issuer's keys)"
-            )
-        self._sessions = Sessions(settings)
+        self._frame = frame = Frame(settings, Sessions(settings), allowed_hosts)
+        self._signin = SignIn(frame, settings, verifier)
         self._cursors = Sealer(settings.require_state_keys(), "longtools page cursors")
-        self._oidc = OidcSignIn(settings) if settings.oidc_client_id else None
-        self._templates = Environment(
-            loader=PackageLoader("longtools.pages", "templates"), autoescape=True, auto_reload=False
-        )
+        self._settle_s = settings.answer_settle_s
         self._static = {name: resources.files("longtools.pages").joinpath("static", name) for name in _STATIC}
 
     @property
     def routes(self) -> list[BaseRoute]:
-        page = self._page
+        page = self._frame.page
         return [
             Route("/", page(self._home), methods=["GET"]),
             Route(ANSWER_PATH + "{token}", page(self._answer_page), methods=["GET"]),
@@ -140,111 +105,12 @@ class Pages:
             Route("/tasks/{task_id}", page(self._task_page), methods=["GET"]),
             Route("/tasks/{task_id}/live", page(self._task_live), methods=["GET"]),
             Route("/tasks/{task_id}/cancel", page(self._cancel_post), methods=["POST"]),
-            Route("/signin", page(self._signin_page), methods=["GET"]),
-            Route("/signin", page(self._signin_post), methods=["POST"]),
-            Route("/signin/oidc", page(self._oidc_begin), methods=["GET"]),
-            Route("/signin/callback", page(self._oidc_callback), methods=["GET"]),
-            Route("/signout", page(self._signout), methods=["POST"]),
+            *self._signin.routes,
             Route("/_pages/{name}", page(self._static_file), methods=["GET"]),
         ]
 
     async def aclose(self) -> None:
-        if self._oidc is not None:
-            await self._oidc.aclose()
-
-    # ----- the frame every page shares -----
-
-    def _page(
-        self, handler: Callable[[Request], Awaitable[Response]]
-    ) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                self._check_origin(request)
-                response = await handler(request)
-            except _Refused as refused:
-                response = refused.response
-            except (RPCError, RuntimeError, PayloadDecryptError) as exc:
-                if isinstance(exc, RuntimeError) and not unreachable(exc):
-                    raise
-                log.error("temporal_error", operation="page", detail=type(exc).__name__)
-                response = self._message(request, None, 503, "unavailable")
-            response.headers.update(_HEADERS)
-            return response
-
-        return endpoint
-
-    def _check_origin(self, request: Request) -> None:
-        """Where a request may come from: a ``Host`` of this server (DNS rebinding), and on a server
-        without sign-in, this computer only."""
-        host = request.headers.get("host", "")
-        if not any(
-            host == allowed or (allowed.endswith(":*") and host.startswith(allowed[:-1]))
-            for allowed in self._allowed_hosts
-        ):
-            raise _Refused(Response("Misdirected request", status_code=421, media_type="text/plain"))
-        client = request.client.host if request.client is not None else ""
-        if not self._settings.auth_configured and not is_loopback(client):
-            raise _Refused(self._message(request, None, 403, "local_only"))
-
-    def _render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self._templates.get_template(template).render(
-            server_name=self._settings.server_name, **context
-        )
-        return HTMLResponse(html, status_code=status)
-
-    def _message(
-        self, request: Request, session: PageSession | None, status: int, kind: str, **context: Any
-    ) -> HTMLResponse:
-        """One page for every refusal of its kind: ``unknown`` (a link or task that is not the
-        signed-in person's, made up or tampered), ``expired``, ``answered``, ``closed`` ..."""
-        return self._render("message.html", status, session=session, kind=kind, **context)
-
-    async def _signed_in(self, request: Request) -> tuple[PageSession, bool]:
-        """The request's session, and whether it is new (to be set on the response); a person not
-        signed in is sent to the sign-in page, which brings them back here."""
-        session, expired = self._sessions.current(request)
-        if session is not None:
-            return session, False
-        if not self._settings.auth_configured:  # this computer only (_check_origin): one principal
-            return self._sessions.new(ANONYMOUS, _LOCAL_NAME, "local"), True
-        back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        query = {"next": back, **({"expired": "1"} if expired else {})}
-        if request.method != "GET" or request.url.path.endswith("/live"):
-            raise _Refused(self._message(request, None, 401, "signed_out", next=back))
-        raise _Refused(RedirectResponse(f"/signin?{urlencode(query)}", status_code=303))
-
-    def _kept(self, response: Response, request: Request, session: PageSession, fresh: bool) -> Response:
-        if fresh:
-            self._sessions.set(response, request, session)
-        return response
-
-    async def _form(self, request: Request, session: PageSession | None) -> dict[str, list[str]]:
-        """A POSTed form, refused unless it carries the CSRF token of ``session`` (or of the
-        sign-in form, before there is one)."""
-        if (
-            request.headers.get("content-type", "").split(";")[0].strip()
-            != "application/x-www-form-urlencoded"
-        ):
-            raise _Refused(self._message(request, session, 415, "bad_form"))
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > _MAX_FORM_BYTES:
-                raise _Refused(self._message(request, session, 413, "bad_form"))
-        try:
-            form = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=500)
-        except (UnicodeDecodeError, ValueError):
-            raise _Refused(self._message(request, session, 400, "bad_form")) from None
-        sent = (form.get("csrf") or [""])[-1]
-        fits = (
-            csrf_matches(session, sent)
-            if session is not None
-            else self._sessions.form_token_matches(request, sent)
-        )
-        if not fits:
-            log.warning("page_form_refused", path=request.url.path, reason="csrf")
-            raise _Refused(self._message(request, session, 403, "stale_form"))
-        return form
+        await self._signin.aclose()
 
     # ----- answering -----
 
@@ -252,13 +118,13 @@ class Pages:
         return RedirectResponse("/tasks", status_code=303)
 
     async def _answer_page(self, request: Request) -> Response:
-        session, fresh = await self._signed_in(request)
+        session, fresh = await self._frame.signed_in(request)
         view, key, question = await self._question(request, session)
-        return self._kept(self._answer_form(view, key, question, session), request, session, fresh)
+        return self._frame.kept(self._answer_form(view, key, question, session), request, session, fresh)
 
     async def _answer_post(self, request: Request) -> Response:
-        session, fresh = await self._signed_in(request)
-        form = await self._form(request, session)
+        session, fresh = await self._frame.signed_in(request)
+        form = await self._frame.form(request, session)
         view, key, question = await self._question(request, session)
         params = question.get("params") or {}
         schema = params.get("requestedSchema") or {"type": "object", "properties": {}}
@@ -288,7 +154,7 @@ class Pages:
             return self._answer_form(view, key, question, session, errors=errors, status=422)
         if not delivered:  # the task moved on or ended since it was read
             closed = await self._tasks.read(view.task_id, session.principal)
-            return self._message(request, session, 409, "answered", card=self._card(closed, session))
+            return self._frame.message(session, 409, "answered", card=self._card(closed, session))
         log.info("page_answered", task_id=view.task_id, key=key, action=response["action"])
         with self._held.hold_if_free(session.principal) as may_wait:
             if may_wait:
@@ -298,11 +164,11 @@ class Pages:
                     view.task_id,
                     session.principal,
                     lambda now: now.status != "input_required" or key not in (now.input_requests or {}),
-                    self._settings.answer_settle_s,
+                    self._settle_s,
                     since=view,
                 )
         done = RedirectResponse(f"/tasks/{view.task_id}?{urlencode({'sent': key})}", status_code=303)
-        return self._kept(done, request, session, fresh)
+        return self._frame.kept(done, request, session, fresh)
 
     async def _question(
         self, request: Request, session: PageSession
@@ -311,17 +177,17 @@ class Pages:
         try:
             link = self._links.open(request.path_params["token"], session.principal)
         except LinkUnknown:
-            raise _Refused(self._message(request, session, 404, "unknown")) from None
+            raise Refused(self._frame.message(session, 404, "unknown")) from None
         except LinkExpired:
-            raise _Refused(self._message(request, session, 410, "expired")) from None
+            raise Refused(self._frame.message(session, 410, "expired")) from None
         try:
             view = await self._tasks.to_answer(link.task_id, session.principal)
         except TaskNotFound as exc:
             kind = "expired" if "expired" in str(exc) else "unknown"
-            raise _Refused(self._message(request, session, 410 if kind == "expired" else 404, kind)) from None
+            raise Refused(self._frame.message(session, 410 if kind == "expired" else 404, kind)) from None
         question = (view.input_requests or {}).get(link.key) if view.status == "input_required" else None
         if question is None or question.get("method") != "elicitation/create":
-            raise _Refused(self._message(request, session, 409, "answered", card=self._card(view, session)))
+            raise Refused(self._frame.message(session, 409, "answered", card=self._card(view, session)))
         return view, link.key, question
 
     def _answer_form(
@@ -338,7 +204,7 @@ class Pages:
         params = question.get("params") or {}
         marking = marking_of(question)
         fields = fields_of(params.get("requestedSchema") or {}, sensitive=marking.sensitive)
-        return self._render(
+        return self._frame.render(
             "answer.html",
             status,
             session=session,
@@ -358,18 +224,18 @@ class Pages:
     # ----- following tasks -----
 
     async def _task_page(self, request: Request) -> Response:
-        session, fresh = await self._signed_in(request)
+        session, fresh = await self._frame.signed_in(request)
         view = await self._task(request, session)
         sent = request.query_params.get("sent")
-        page = self._render(
+        page = self._frame.render(
             "task.html", session=session, card=self._card(view, session), sent=sent is not None
         )
-        return self._kept(page, request, session, fresh)
+        return self._frame.kept(page, request, session, fresh)
 
     async def _task_live(self, request: Request) -> Response:
         """The part of a task's page that changes, once it differs from the version the page shows
         (``?v=``), or after ``_LIVE_WAIT_S``: a held request, counted like an MRTR round."""
-        session, _ = await self._signed_in(request)
+        session, _ = await self._frame.signed_in(request)
         try:
             view = await self._tasks.get(request.path_params["task_id"], session.principal)
         except TaskNotFound:
@@ -387,7 +253,7 @@ class Pages:
                             since=view,
                         )
         card = self._card(view, session)
-        html = self._templates.get_template("_task_live.html").render(card=card, session=session)
+        html = self._frame.fragment("_task_live.html", card=card, session=session)
         return JSONResponse({"v": card.version, "html": html, "done": card.done})
 
     async def _task(self, request: Request, session: PageSession) -> TaskView:
@@ -395,26 +261,28 @@ class Pages:
             return await self._tasks.get(request.path_params["task_id"], session.principal)
         except TaskNotFound as exc:
             kind = "expired_task" if "expired" in str(exc) else "unknown_task"
-            raise _Refused(self._message(request, session, 404, kind)) from None
+            raise Refused(self._frame.message(session, 404, kind)) from None
 
     async def _cancel_post(self, request: Request) -> Response:
-        session, fresh = await self._signed_in(request)
-        form = await self._form(request, session)
+        session, fresh = await self._frame.signed_in(request)
+        form = await self._frame.form(request, session)
         view = await self._task(request, session)
         await self._tasks.cancel(view)
         back = "/tasks" if (form.get("back") or [""])[-1] == "list" else f"/tasks/{view.task_id}"
-        return self._kept(RedirectResponse(back, status_code=303), request, session, fresh)
+        return self._frame.kept(RedirectResponse(back, status_code=303), request, session, fresh)
 
     async def _tasks_page(self, request: Request) -> Response:
-        session, fresh = await self._signed_in(request)
+        session, fresh = await self._frame.signed_in(request)
         cards, older = await self._listing(session, request.query_params.get("before"))
-        page = self._render("tasks.html", session=session, cards=cards, older=older, version=_version(cards))
-        return self._kept(page, request, session, fresh)
+        page = self._frame.render(
+            "tasks.html", session=session, cards=cards, older=older, version=_version(cards)
+        )
+        return self._frame.kept(page, request, session, fresh)
 
     async def _tasks_live(self, request: Request) -> Response:
         """The list of tasks once it differs from the page's (``?v=``): after a change of one of its
         open tasks, or ``_LIST_WAIT_S`` (tasks started since are seen then)."""
-        session, _ = await self._signed_in(request)
+        session, _ = await self._frame.signed_in(request)
         cards, _older = await self._listing(session, None)
         seen = request.query_params.get("v")
         if _version(cards) == seen:
@@ -422,7 +290,7 @@ class Pages:
                 if may_wait:
                     await self._any_change(session, [card for card in cards if not card.done])
                     cards, _older = await self._listing(session, None)
-        html = self._templates.get_template("_tasks_live.html").render(cards=cards, session=session)
+        html = self._frame.fragment("_tasks_live.html", cards=cards, session=session)
         return JSONResponse({"v": _version(cards), "html": html, "done": False})
 
     async def _any_change(self, session: PageSession, open_cards: Sequence[TaskCard]) -> None:
@@ -474,115 +342,6 @@ class Pages:
         older = self._cursors.seal({"t": following.hex()}, session.principal) if following else None
         return cards, older
 
-    # ----- signing in -----
-
-    async def _signin_page(self, request: Request) -> Response:
-        return self._signin(request, _local(request.query_params.get("next")))
-
-    def _signin(
-        self, request: Request, next_path: str, *, error: str | None = None, status: int = 200
-    ) -> Response:
-        session, expired = self._sessions.current(request)
-        if not self._settings.auth_configured or (session is not None and error is None):
-            return RedirectResponse(next_path, status_code=303)
-        csrf = self._sessions.new_form_token() if self._token_sign_in else None
-        response = self._render(
-            "signin.html",
-            status,
-            session=None,
-            next=next_path,
-            expired=expired or request.query_params.get("expired") == "1",
-            error=error,
-            oidc=self._oidc is not None,
-            oidc_host=_host_of(self._settings.oidc_issuer or self._settings.jwt_issuer or ""),
-            csrf=csrf,
-        )
-        if csrf is not None:
-            self._sessions.set_form_token(response, request, csrf)
-        return response
-
-    @property
-    def _token_sign_in(self) -> bool:
-        """Whether a person may sign in by pasting their access token: with static tokens, or with
-        JWTs when no OpenID Connect sign-in is configured."""
-        return self._verifier is not None and (self._oidc is None or self._settings.auth_tokens is not None)
-
-    async def _signin_post(self, request: Request) -> Response:
-        if not self._token_sign_in or self._verifier is None:
-            return self._message(request, None, 404, "unknown")
-        form = await self._form(request, None)
-        next_path = _local((form.get("next") or ["/"])[-1])
-        token = (form.get("token") or [""])[-1].strip()
-        access = await self._verifier.verify_token(token) if token else None
-        if access is None:
-            return self._signin(
-                request, next_path, error="This token was not accepted. Check it and try again.", status=401
-            )
-        principal = principal_id(access)
-        session = self._sessions.new(principal, access.subject or principal, "token")
-        log.info("page_signed_in", kind="token")
-        return self._kept(RedirectResponse(next_path, status_code=303), request, session, True)
-
-    async def _oidc_begin(self, request: Request) -> Response:
-        if self._oidc is None:
-            return self._message(request, None, 404, "unknown")
-        try:
-            url, pending = await self._oidc.begin(
-                _local(request.query_params.get("next")), self._callback(request)
-            )
-        except SignInFailed as exc:
-            return self._signin_failed(request, exc)
-        response = RedirectResponse(url, status_code=303)
-        secure = secure_request(request)
-        response.set_cookie(
-            f"__Host-{_OIDC_COOKIE}" if secure else _OIDC_COOKIE,
-            pending,
-            max_age=600,
-            path="/",
-            secure=secure,
-            httponly=True,
-            samesite="lax",  # the issuer's redirect back is a top-level GET: Lax cookies go with it
-        )
-        return response
-
-    async def _oidc_callback(self, request: Request) -> Response:
-        if self._oidc is None:
-            return self._message(request, None, 404, "unknown")
-        secure = secure_request(request)
-        cookie = f"__Host-{_OIDC_COOKIE}" if secure else _OIDC_COOKIE
-        try:
-            signed = await self._oidc.finish(
-                dict(request.query_params), request.cookies.get(cookie), self._callback(request)
-            )
-        except SignInFailed as exc:
-            failed = self._signin_failed(request, exc)
-            failed.delete_cookie(cookie, path="/", secure=secure, httponly=True, samesite="lax")
-            return failed
-        session = self._sessions.new(
-            signed.principal, signed.name or signed.principal.partition("|")[2], "oidc"
-        )
-        log.info("page_signed_in", kind="oidc")
-        response = RedirectResponse(signed.next_path, status_code=303)
-        response.delete_cookie(cookie, path="/", secure=secure, httponly=True, samesite="lax")
-        return self._kept(response, request, session, True)
-
-    def _signin_failed(self, request: Request, exc: SignInFailed) -> Response:
-        # Logged where it was refused (sign_in_refused, with its reason).
-        return self._message(request, None, 400, "sign_in_failed", detail=str(exc))
-
-    def _callback(self, request: Request) -> str:
-        base = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        return public_base(self._settings, base) + "/signin/callback"
-
-    async def _signout(self, request: Request) -> Response:
-        session, _ = self._sessions.current(request)
-        if session is None:
-            return RedirectResponse("/signin", status_code=303)
-        await self._form(request, session)
-        response = self._message(request, None, 200, "signed_out_now")
-        self._sessions.clear(response, request)
-        return response
-
     async def _static_file(self, request: Request) -> Response:
         name = request.path_params["name"]
         if name not in _STATIC:
@@ -594,21 +353,3 @@ def _version(cards: Sequence[TaskCard]) -> str:
     """What a listing shows, as a short digest (``signature`` of each task)."""
     shown = json.dumps([[card.task_id, card.version] for card in cards]).encode()
     return hashlib.sha256(shown).hexdigest()[:16]
-
-
-def _local(path: str | None) -> str:
-    """``path`` if it is a path of this server, else ``/tasks``: the pages never send a browser to
-    another site on a request's say-so (open redirects)."""
-    if (
-        not path
-        or not path.startswith("/")
-        or path.startswith("//")
-        or "\\" in path
-        or any(ord(char) < 0x20 or ord(char) == 0x7F for char in path)
-    ):
-        return "/tasks"
-    return path
-
-
-def _host_of(url: str) -> str:
-    return url.split("://", 1)[-1].split("/", 1)[0]

@@ -1,0 +1,171 @@
+"""Signing in to the pages, and out: the token form, OpenID Connect at the issuer, the session that
+follows. API process.
+
+Who may sign in how: with JWTs and ``oidc_client_id``, at the issuer (``_oidc``); with static
+tokens, or JWTs without OIDC, by pasting the bearer token their MCP host uses, checked as ``/mcp``
+checks it; without authentication nobody signs in (``Frame.signed_in``: this computer's person).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from longtools._settings import Settings
+from longtools.auth import AuthConfigError, BearerVerifier, principal_id
+from longtools.pages._frame import Frame, local
+from longtools.pages._oidc import OidcSignIn, SignInFailed
+from longtools.pages._sessions import secure_request
+from longtools.tasks import public_base
+
+__all__ = ["SignIn"]
+
+log = structlog.get_logger("longtools.pages")
+
+_OIDC_COOKIE: Final = "longtools-oidc"
+_PENDING_S: Final = 600
+"""How long the sign-in cookie of an OIDC sign-in in progress lasts (``_oidc``'s pending value)."""
+
+
+class SignIn:
+    def __init__(self, frame: Frame, settings: Settings, verifier: BearerVerifier | None) -> None:
+        if settings.oidc_client_id and settings.jwt_jwks is None and settings.jwt_secret is None:
+            # A sign-in makes a `jwt:<iss>|<sub>` principal: without JWTs on /mcp it owns nothing.
+            raise AuthConfigError(
+                "LONGTOOLS_OIDC_CLIENT_ID signs people in as the principal of their JWTs: it needs JWT "
+                "authentication on /mcp too (LONGTOOLS_JWT_JWKS, with the issuer's keys)"
+            )
+        self._frame = frame
+        self._settings = settings
+        self._verifier = verifier
+        self._oidc = OidcSignIn(settings) if settings.oidc_client_id else None
+        # With static tokens, or with JWTs when no OpenID Connect sign-in is configured.
+        self._tokens = verifier is not None and (self._oidc is None or settings.auth_tokens is not None)
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        page = self._frame.page
+        return [
+            Route("/signin", page(self._signin_page), methods=["GET"]),
+            Route("/signin", page(self._signin_post), methods=["POST"]),
+            Route("/signin/oidc", page(self._oidc_begin), methods=["GET"]),
+            Route("/signin/callback", page(self._oidc_callback), methods=["GET"]),
+            Route("/signout", page(self._signout), methods=["POST"]),
+        ]
+
+    async def aclose(self) -> None:
+        if self._oidc is not None:
+            await self._oidc.aclose()
+
+    async def _signin_page(self, request: Request) -> Response:
+        return self._signin(request, local(request.query_params.get("next")))
+
+    def _signin(
+        self, request: Request, next_path: str, *, error: str | None = None, status: int = 200
+    ) -> Response:
+        sessions = self._frame.sessions
+        session, expired = sessions.current(request)
+        if not self._settings.auth_configured or (session is not None and error is None):
+            return RedirectResponse(next_path, status_code=303)
+        csrf = sessions.new_form_token() if self._tokens else None
+        response = self._frame.render(
+            "signin.html",
+            status,
+            session=None,
+            next=next_path,
+            expired=expired or request.query_params.get("expired") == "1",
+            error=error,
+            oidc=self._oidc is not None,
+            oidc_host=_host_of(self._settings.oidc_issuer or self._settings.jwt_issuer or ""),
+            csrf=csrf,
+        )
+        if csrf is not None:
+            sessions.set_form_token(response, request, csrf)
+        return response
+
+    async def _signin_post(self, request: Request) -> Response:
+        if not self._tokens or self._verifier is None:
+            return self._frame.message(None, 404, "unknown")
+        form = await self._frame.form(request, None)
+        next_path = local((form.get("next") or ["/"])[-1])
+        token = (form.get("token") or [""])[-1].strip()
+        access = await self._verifier.verify_token(token) if token else None
+        if access is None:
+            said = "This token was not accepted. Check it and try again."
+            return self._signin(request, next_path, error=said, status=401)
+        principal = principal_id(access)
+        session = self._frame.sessions.new(principal, access.subject or principal, "token")
+        log.info("page_signed_in", kind="token")
+        return self._frame.kept(RedirectResponse(next_path, status_code=303), request, session, True)
+
+    async def _oidc_begin(self, request: Request) -> Response:
+        if self._oidc is None:
+            return self._frame.message(None, 404, "unknown")
+        try:
+            url, pending = await self._oidc.begin(
+                local(request.query_params.get("next")), self._callback(request)
+            )
+        except SignInFailed as exc:
+            return self._failed(exc)
+        response = RedirectResponse(url, status_code=303)
+        secure = secure_request(request)
+        response.set_cookie(
+            _pending_cookie(secure),
+            pending,
+            max_age=_PENDING_S,
+            path="/",
+            secure=secure,
+            httponly=True,
+            samesite="lax",  # the issuer's redirect back is a top-level GET: Lax cookies go with it
+        )
+        return response
+
+    async def _oidc_callback(self, request: Request) -> Response:
+        if self._oidc is None:
+            return self._frame.message(None, 404, "unknown")
+        secure = secure_request(request)
+        cookie = _pending_cookie(secure)
+        try:
+            signed = await self._oidc.finish(
+                dict(request.query_params), request.cookies.get(cookie), self._callback(request)
+            )
+        except SignInFailed as exc:
+            response = self._failed(exc)
+        else:
+            name = signed.name or signed.principal.partition("|")[2]
+            session = self._frame.sessions.new(signed.principal, name, "oidc")
+            log.info("page_signed_in", kind="oidc")
+            response = self._frame.kept(
+                RedirectResponse(signed.next_path, status_code=303), request, session, True
+            )
+        response.delete_cookie(cookie, path="/", secure=secure, httponly=True, samesite="lax")
+        return response
+
+    def _failed(self, exc: SignInFailed) -> Response:
+        # Logged where it was refused (sign_in_refused, with its reason).
+        return self._frame.message(None, 400, "sign_in_failed", detail=str(exc))
+
+    def _callback(self, request: Request) -> str:
+        base = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        return public_base(self._settings, base) + "/signin/callback"
+
+    async def _signout(self, request: Request) -> Response:
+        session, _ = self._frame.sessions.current(request)
+        if session is None:
+            return RedirectResponse("/signin", status_code=303)
+        await self._frame.form(request, session)
+        response = self._frame.message(None, 200, "signed_out_now")
+        self._frame.sessions.clear(response, request)
+        return response
+
+
+def _pending_cookie(secure: bool) -> str:
+    return f"__Host-{_OIDC_COOKIE}" if secure else _OIDC_COOKIE
+
+
+def _host_of(url: str) -> str:
+    return url.split("://", 1)[-1].split("/", 1)[0]
