@@ -25,7 +25,8 @@ import pytest
 
 from longtools.temporal import start_dev_server
 from tests.conftest import Served, server_ready, spawn, start_server, worker_ready
-from tests.wire import TASKS_EXTENSION, Legacy, get_task, post, result, wait_for_task
+from tests.pages import PageClient
+from tests.wire import TASKS_EXTENSION, Legacy, eventually, get_task, post, result, wait_for_task
 
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 NO_TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
@@ -249,3 +250,31 @@ def test_the_api_that_took_the_cancel_or_served_the_round_may_die_at_once(tmp_pa
             process.kill()
             process.wait()
         temporal.stop()
+
+
+def test_an_exchange_that_hands_its_question_to_the_page_leaves_the_task_to_the_person(ends: Served) -> None:
+    """A form-only client held in MRTR rounds meets a secret: its call ends with the link, and the
+    task, no longer the exchange's, waits for the person past the exchange's allowance."""
+    before = _starts(ends, "connect_mailbox")
+    arguments = {"address": "support@example.com"}
+    body = _round(ends.url, "connect_mailbox", arguments)
+    while body["resultType"] == "input_required":  # "not yet": the workflow has not asked yet
+        body = _round(ends.url, "connect_mailbox", arguments, body["requestState"])
+    assert body["isError"] is True and "needs a person to answer on its page" in body["content"][0]["text"]
+    handed = time.monotonic()
+    task_id = _started(ends, "connect_mailbox", before)
+    # The person takes longer than the exchange's allowance: the task is not cancelled for it.
+    stays = eventually(
+        lambda: (time.monotonic() - handed, get_task(ends.url, task_id)),
+        lambda seen: seen[0] > 2 * ALLOWANCE_S + HOLD_S or seen[1]["status"] != "input_required",
+        within=ENDS_WITHIN_S,
+    )[1]
+    assert stays["status"] == "input_required", stays
+    with PageClient(ends.base) as browser:
+        browser.answer(
+            next(iter(stays["_meta"]["longtools.dev/answer-links"].values())), {"password": "x" * 12}
+        )
+    done = wait_for_task(
+        ends.url, task_id, lambda task: task["status"] != "input_required", within=ENDS_WITHIN_S
+    )
+    assert done["status"] == "completed" and done["result"]["structuredContent"]["outcome"] == "connected"
