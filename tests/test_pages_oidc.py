@@ -10,7 +10,6 @@ browser to another site.
 from __future__ import annotations
 
 import secrets
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Request
 
 from tests.browser import chromium, screenshot_dirs
-from tests.conftest import Served, start_server
+from tests.conftest import Served, free_port, start_server
 from tests.oidc_provider import OidcProvider
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
@@ -31,12 +30,6 @@ TASK_CAPS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation":
 ANSWER_LINKS = "longtools.dev/answer-links"
 TIMEOUT_MS = 15_000
 """Bound of every Playwright wait (navigations, selectors)."""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -66,7 +59,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     with OidcProvider() as provider:
         provider.register_client(CLIENT_ID, [f"{base}/signin/callback"])

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import PAYLOAD_KEY, STATE_KEY, start_server
+from tests.conftest import PAYLOAD_KEY, STATE_KEY, free_port, start_server
 
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
 
@@ -132,14 +132,8 @@ def test_serve_help_lists_every_port_it_binds() -> None:
     assert "HTTP API and metrics" in " ".join(shown.split())
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_the_embedded_temporal_serves_its_web_ui_on_the_port_asked_for(tmp_path: Path) -> None:
-    ui_port = _free_port()
+    ui_port = free_port()
     served = start_server(tmp_path, "--temporal-ui-port", str(ui_port))
     try:
         deadline = time.monotonic() + 30
