@@ -23,7 +23,7 @@ import json
 import re
 import secrets
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +264,25 @@ def _stop(process: subprocess.Popen[str]) -> None:
     process.communicate()
 
 
+async def _drive(
+    driver: str,
+    url: str,
+    script: dict[str, Any],
+    tmp_path: Path,
+    person: Callable[[dict[str, Any]], Awaitable[None]],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``driver`` run on ``script`` (which names its ``urlFile``) while ``person`` answers the first
+    URL request it writes there: that request, and the driver's output. The driver is always
+    stopped."""
+    process = _start_driver(driver, url, script, tmp_path)
+    try:
+        written = await _url_request(process, Path(script["urlFile"]))
+        await person(written)
+        return written, await _output(process)
+    finally:
+        _stop(process)
+
+
 async def test_the_typescript_sdk_client_opens_the_url_and_is_told_once_the_page_has_the_answer(
     server: Served, browser: Browser, tmp_path: Path
 ) -> None:
@@ -280,16 +299,13 @@ async def test_the_typescript_sdk_client_opens_the_url_and_is_told_once_the_page
         ],
     }
     said: list[str] = []
-    process = _start_driver("legacy_client", server.url, script, tmp_path)
-    try:
-        written = await _url_request(process, url_file)
-        question = f"Close 1 ticket for {customer}?"
-        await answer_on_the_page(
-            browser, written["url"], question, tmp_path, "url-elicitation-typescript.png", said
-        )
-        out = await _output(process)
-    finally:
-        _stop(process)
+    question = f"Close 1 ticket for {customer}?"
+
+    async def person(written: dict[str, Any]) -> None:
+        shot = "url-elicitation-typescript.png"
+        await answer_on_the_page(browser, written["url"], question, tmp_path, shot, said)
+
+    written, out = await _drive("legacy_client", server.url, script, tmp_path, person)
     assert "connectError" not in out, out["connectError"]
     assert out["protocolVersion"] == "2025-11-25"
     [asked] = out["elicitations"]
@@ -326,16 +342,13 @@ async def test_the_typescript_tasks_client_gets_the_url_on_tasks_result_and_the_
         ],
     }
     said: list[str] = []
-    process = _start_driver("tasks_client", server.url, script, tmp_path)
-    try:
-        written = await _url_request(process, url_file)
-        question = f"Close 1 ticket for {customer}?"
-        await answer_on_the_page(
-            browser, written["url"], question, tmp_path, "url-elicitation-typescript-tasks.png", said
-        )
-        out = await _output(process)
-    finally:
-        _stop(process)
+    question = f"Close 1 ticket for {customer}?"
+
+    async def person(written: dict[str, Any]) -> None:
+        shot = "url-elicitation-typescript-tasks.png"
+        await answer_on_the_page(browser, written["url"], question, tmp_path, shot, said)
+
+    written, out = await _drive("tasks_client", server.url, script, tmp_path, person)
     assert "connectError" not in out, out["connectError"]
     assert out["protocolVersion"] == "2025-11-25"
     created = out["events"][0]
@@ -406,16 +419,14 @@ async def test_a_host_that_accepts_only_once_its_person_is_back_is_still_told_th
         "steps": [{"op": "callToolAsTask" if tasks else "callTool", **call}],
     }
     said: list[str] = []
-    process = _start_driver(driver, server.url, script, tmp_path)
-    try:
-        written = await _url_request(process, url_file)
-        question = f"Close 1 ticket for {customer}?"
+    question = f"Close 1 ticket for {customer}?"
+
+    async def person_first(written: dict[str, Any]) -> None:
         shot = f"url-elicitation-{driver.removesuffix('_client')}-person-first.png"
         await answer_on_the_page(browser, written["url"], question, tmp_path, shot, said, until_taken=True)
-        await anyio.Path(back).touch()
-        out = await _output(process)
-    finally:
-        _stop(process)
+        await anyio.Path(back).touch()  # only now does the host answer
+
+    written, out = await _drive(driver, server.url, script, tmp_path, person_first)
     assert "connectError" not in out, out["connectError"]
     [called] = out["results"]
     assert called.get("structuredContent") == _closed(customer, [ticket_id]), called

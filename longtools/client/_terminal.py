@@ -238,7 +238,7 @@ class Terminal:
             if not self.interactive:
                 raise Unanswered(message, [], page)
             with _prompting():
-                return _wire_answer(url_prompt(self.err, message, str(params.get("url", ""))))
+                return _wire_answer(url_prompt(self.err, message, page))
         schema = params.get("requestedSchema")
         schema = schema if isinstance(schema, dict) else {}
         fields = schema.get("properties", {})

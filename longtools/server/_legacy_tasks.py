@@ -35,7 +35,7 @@ from pydantic import TypeAdapter
 from longtools._settings import Settings
 from longtools.auth import principal_of
 from longtools.server._limits import HeldRounds, answers_too_large
-from longtools.server._people import Audience, People, deliver, elicitation_id
+from longtools.server._people import Audience, People, complete_urls, deliver
 from longtools.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy
 from longtools.server._wire import cancel_task, poll_task, raw_notification, read_task, temporal_errors
 from longtools.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
@@ -216,7 +216,7 @@ class LegacyTasks:
                             self._settings.mrtr_wait_s,
                             since=view,
                         )
-                    completing = await _complete(ctx, view, completing)
+                    completing = await complete_urls(ctx, view, completing)
                     if view.status != before.status or view.status_message != before.status_message:
                         shown = legacy_task_wire(view, self._poll_interval_ms(view), audience)
                         await _notify_status(ctx, shown)
@@ -242,12 +242,8 @@ class LegacyTasks:
         question open, to be asked again) and those of URL requests the person went to. When the
         task ends or stops asking them first, the push is withdrawn: nothing delivered, and the task
         then."""
-        questions = {
-            key: _requests_adapter.validate_python(
-                audience.url_request(view, key, q) if audience.as_url(q) else q
-            )
-            for key, q in waiting.items()
-        }
+        shown = audience.questions(view)  # none of ``waiting`` is only the page's (``result``)
+        questions = {key: _requests_adapter.validate_python(shown[key]) for key in waiting}
         caps = ctx.session.client_capabilities
         unanswerable = [q.method for q in questions.values() if caps is None or not kind_supported(q, caps)]
         if unanswerable:
@@ -277,7 +273,7 @@ class LegacyTasks:
                         # (a host whose prompt waits for its person to come back): it is complete,
                         # and the host's answer, only its word that its person went there, is
                         # awaited a moment, to be taken rather than refused as late.
-                        await _complete(ctx, now, urls)
+                        await complete_urls(ctx, now, urls)
                         if urls == keys:
                             with contextlib.suppress(TimeoutError, Unanswered):
                                 async with asyncio.timeout(_URL_ANSWER_GRACE_S):
@@ -350,17 +346,6 @@ def _first_text(result: Mapping[str, Any]) -> str | None:
         if isinstance(block, Mapping) and block.get("type") == "text":
             return str(block.get("text", ""))[:500]
     return None
-
-
-async def _complete(ctx: ServerRequestContext[Any, Any], view: TaskView, completing: set[str]) -> set[str]:
-    """Send ``notifications/elicitation/complete`` for the URL requests the page has answered now;
-    the keys still to complete."""
-    still = completing & set(view.input_requests or {}) if view.status not in TERMINAL else set()
-    for key in sorted(completing - still):
-        await ctx.session.send_elicit_complete(
-            elicitation_id(view.task_id, key), related_request_id=ctx.request_id
-        )
-    return still
 
 
 async def _notify_status(ctx: ServerRequestContext[Any, Any], task: dict[str, Any]) -> None:

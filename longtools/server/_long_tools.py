@@ -49,7 +49,7 @@ from longtools.server._exchange import Exchange, state_refused
 from longtools.server._legacy_tasks import LegacyTasks, method_not_found, speaks_tasks
 from longtools.server._limits import HeldRounds, answers_too_large, limit_reached
 from longtools.server._listen import TaskListens
-from longtools.server._people import Audience, People, deliver, elicitation_id
+from longtools.server._people import Audience, People, complete_urls, deliver
 from longtools.server._pushed import is_legacy
 from longtools.server._task_tools import TaskTools
 from longtools.server._wire import (
@@ -389,14 +389,9 @@ class LongTools:
         except TaskNotFound:
             raise _work_expired() from None  # the task's TTL ran out while this round was held
         audience = self.people.audience(ctx)
-        open_keys = set(view.input_requests or {})
-        completed = [key for key in state.urls if key not in open_keys]
-        for key in completed:  # the page has answered them: the client may stop waiting for it
-            await ctx.session.send_elicit_complete(
-                elicitation_id(state.task, key), related_request_id=ctx.request_id
-            )
-        if completed:
-            state = state.model_copy(update={"urls": [key for key in state.urls if key in open_keys]})
+        if state.urls:  # those the page has answered: the client may stop waiting for them
+            still = await complete_urls(ctx, view, set(state.urls))
+            state = state.model_copy(update={"urls": sorted(still)})
         if view.status == "completed" and view.result is not None:
             return CallToolResult.model_validate(view.result)
         if view.status == "failed" and view.error is not None:

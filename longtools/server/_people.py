@@ -30,10 +30,10 @@ from longtools._protocol import ANSWER_LINKS_META
 from longtools._settings import Settings
 from longtools.auth import principal_of
 from longtools.server._pushed import is_legacy
-from longtools.tasks import Answerer, AnswerLinks, Tasks, TaskView, public_base
+from longtools.tasks import TERMINAL, Answerer, AnswerLinks, Tasks, TaskView, public_base
 from longtools.workflows import marking_of
 
-__all__ = ["Audience", "People", "elicitation_id"]
+__all__ = ["Audience", "People", "complete_urls", "deliver"]
 
 
 def elicitation_id(task_id: str, key: str) -> str:
@@ -186,6 +186,18 @@ class Audience:
             else:
                 consented.add(key)
         return own, persons, consented
+
+
+async def complete_urls(ctx: ServerRequestContext[Any, Any], view: TaskView, urls: set[str]) -> set[str]:
+    """Send ``notifications/elicitation/complete`` (2025 era) for each of the URL requests ``urls``
+    the page has answered by ``view`` (no longer open, or the task has ended), on this request's
+    stream; the keys still to complete."""
+    still = urls & set(view.input_requests or {}) if view.status not in TERMINAL else set()
+    for key in sorted(urls - still):
+        await ctx.session.send_elicit_complete(
+            elicitation_id(view.task_id, key), related_request_id=ctx.request_id
+        )
+    return still
 
 
 async def deliver(

@@ -24,6 +24,7 @@ from mcp_types import Tool as WireTool
 from pydantic import BaseModel, Field, ValidationError
 
 from longtools._logging import request_info
+from longtools._protocol import ANSWER_LINKS_META
 from longtools._settings import Settings
 from longtools.auth import principal_of
 from longtools.server._limits import HeldRounds, answers_too_large
@@ -209,7 +210,7 @@ class TaskTools:
 
     def _shown(self, view: TaskView, audience: Audience) -> CallToolResult:
         task = audience.wire(view, self._poll_interval_ms(view), as_urls=True)
-        links = audience.person_links(view)
+        links = task.get("_meta", {}).get(ANSWER_LINKS_META, {})
         return CallToolResult(
             content=[TextContent(type="text", text=_in_words(view, links))], structured_content=task
         )
