@@ -281,6 +281,6 @@ async def test_an_answer_that_meets_a_closed_task_is_not_an_outage(client: Clien
             input_requests={"go": question},
         )
         await handle.terminate()  # closed after it was read
-        assert await tasks.answer(asked, {"go": {"action": "accept", "content": {}}}, by="form") == []
+        assert await tasks.answer(asked, {"go": {"action": "accept", "content": {}}}, by="client") == []
     finally:
         await changes.aclose()

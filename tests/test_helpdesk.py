@@ -17,10 +17,12 @@ from temporalio.testing import ActivityEnvironment
 
 from longtools.activities.helpdesk import CloseReason, CloseTicketRequest, HelpdeskActivities, TicketStore
 from tests.conftest import Served
+from tests.pages import PageClient
 from tests.wire import post, result, wait_for_task
 
 TASKS = "io.modelcontextprotocol/tasks"
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
+LINKS = "longtools.dev/answer-links"
 
 
 def _call(url: str, name: str, arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
@@ -173,22 +175,19 @@ def test_bulk_close_asks_once_then_closes_each_open_ticket_as_a_task(server: Ser
     assert started["resultType"] == "task"
     task_id = started["taskId"]
 
-    waiting = wait_for_task(url, task_id, lambda t: t["status"] == "input_required")
-    ((key, question),) = waiting["inputRequests"].items()
-    assert question["params"]["message"] == f"Close 2 tickets for {customer}?"
-    form = question["params"]["requestedSchema"]["properties"]
-    assert form["reason"] == {
-        "type": "string",
-        "enum": ["Resolved", "Duplicate", "Cancelled"],
-        "default": "Resolved",
-        "description": "Why they are closed.",
-    }
+    # The approval is a person's: a client that shows forms is given its link, never the form.
+    waiting = wait_for_task(url, task_id, lambda t: LINKS in t.get("_meta", {}))
+    ((key, link),) = waiting["_meta"][LINKS].items()
+    assert waiting["statusMessage"].endswith(f"A person must answer on its page: {link}")
     assert _events(url, first) == ["created"]  # nothing is touched before the answer
 
     # Meanwhile someone closes the second ticket by hand: the task reports it, never closes it twice.
     _answer(url, second, _ask_reason(url, second), _reason("Cancelled"))
-    answer = {key: {"action": "accept", "content": {"confirm": True, "reason": "Duplicate"}}}
-    result(post(url, "tasks/update", {"taskId": task_id, "inputResponses": answer}, caps=TASK_CAPS))
+    with PageClient(server.base) as person:
+        form = person.get(link)
+        assert f"Close 2 tickets for {customer}?" in form.text
+        assert list(dict.fromkeys(form.forms().names)) == ["confirm", "reason", "note"]  # radios share one
+        person.send(link, form, {"confirm": True, "reason": "Duplicate"})
     done = wait_for_task(url, task_id, lambda t: t["status"] not in ("working", "input_required"))
 
     assert done["status"] == "completed", done
@@ -208,27 +207,24 @@ def test_bulk_close_asks_once_then_closes_each_open_ticket_as_a_task(server: Ser
     assert [entry["event"] for entry in closed_second["history"]] == ["created", "closed"]
 
 
-def test_bulk_close_without_the_tasks_extension_runs_in_mrtr_rounds_and_a_no_closes_nothing(
+def test_bulk_close_without_the_tasks_extension_ends_the_call_with_its_link_and_a_no_on_the_page_closes_nothing(
     server: Served,
 ) -> None:
     url, customer = server.url, _customer()
     ticket_id = _new_ticket(url, customer)
-    asked = _call(url, "bulk_close_tickets", {"customer": customer})
-    assert asked["resultType"] == "input_required", asked
-    (key,) = asked["inputRequests"]
-    no = {key: {"action": "accept", "content": {"confirm": False}}}
-    done = _call(
-        url,
-        "bulk_close_tickets",
-        {"customer": customer},
-        inputResponses=no,
-        requestState=asked["requestState"],
-    )
-    while done["resultType"] == "input_required" and not done.get("inputRequests"):  # "not yet": retry
-        done = _call(url, "bulk_close_tickets", {"customer": customer}, requestState=done["requestState"])
-    assert done["resultType"] == "complete", done
-    assert done["structuredContent"]["outcome"] == "declined"
-    assert done["structuredContent"]["closed"] == []
+    # A client without URL-mode elicitation cannot send its person to the page: the call ends
+    # saying where, in words and as the task, which waits for the person.
+    ended = _call(url, "bulk_close_tickets", {"customer": customer})
+    assert ended["isError"] is True, ended
+    task = ended["structuredContent"]
+    ((key, link),) = task["_meta"][LINKS].items()
+    assert task["status"] == "input_required" and task["inputRequests"][key]["params"]["url"] == link
+    assert link in ended["content"][0]["text"]
+    with PageClient(server.base) as person:
+        person.answer(link, {"confirm": False})
+    done = wait_for_task(url, task["taskId"], lambda t: t["status"] == "completed")
+    assert done["result"]["structuredContent"]["outcome"] == "declined"
+    assert done["result"]["structuredContent"]["closed"] == []
     assert _events(url, ticket_id) == ["created"]
 
 

@@ -44,9 +44,10 @@ def test_a_secret_is_answered_only_on_its_page_and_found_nowhere_but_in_the_work
 
     try:
         task_id = result(send("tools/call", MAILBOX, FORMS_TASKS))["taskId"]
-        asking = eventually(get(FORMS_TASKS), lambda task: task["status"] == "input_required")
-        # A client that shows forms is shown no form for it: only where it is answered.
-        assert asking["inputRequests"] == {}
+        asking = eventually(get(FORMS_TASKS), lambda task: LINKS in task.get("_meta", {}))
+        # A client that shows forms is shown no form for it, nothing it could answer: only where
+        # it is answered. For that client, the task works on without it.
+        assert asking["status"] == "working" and "inputRequests" not in asking
         [(key, link)] = asking["_meta"][LINKS].items()
         assert asking["statusMessage"].endswith(f"A person must answer on its page: {link}")
         # Nor may it answer it, whatever it sends.
@@ -54,7 +55,7 @@ def test_a_secret_is_answered_only_on_its_page_and_found_nowhere_but_in_the_work
         refused = send("tasks/update", {"taskId": task_id, "inputResponses": answer}, FORMS_TASKS)
         assert refused.status_code == 400
         assert refused.json()["error"]["message"] == (
-            f"The question {key!r} must be answered only on its answer page: {link}"
+            f"The question {key!r} must be answered by a person, only on its answer page: {link}"
         )
         # A client that opens links is asked it as a URL request: the page, not a form.
         shown = get(URL_TASKS)()["inputRequests"][key]
@@ -74,7 +75,7 @@ def test_a_secret_is_answered_only_on_its_page_and_found_nowhere_but_in_the_work
         # A client without tasks, held in MRTR rounds, is told where, in a tool error: never a form.
         held = result(send("tools/call", MAILBOX, FORMS))
         assert held["isError"] is True
-        assert "needs a person to answer on its page" in held["content"][0]["text"]
+        assert "waits for a person to answer on its page" in held["content"][0]["text"]
         assert "/answer/" in held["content"][0]["text"]
 
         with PageClient(served.base) as browser:
@@ -91,13 +92,13 @@ def test_a_secret_is_answered_only_on_its_page_and_found_nowhere_but_in_the_work
             pages.append(browser.get("/tasks").text)
 
         ended = eventually(get(FORMS_TASKS), lambda task: task["status"] == "completed")
-        # The workflow received it: its result shows the secret's fingerprint, never the secret.
-        fingerprint = hashlib.sha256(secret.encode()).hexdigest()[:12]
+        # The workflow received it and used it: its result shows the connection it made.
         assert ended["result"]["structuredContent"] == {
             "address": "support@example.com",
             "outcome": "connected",
-            "fingerprint": fingerprint,
+            "connection": ended["result"]["structuredContent"]["connection"],
         }
+        assert ended["result"]["structuredContent"]["connection"].startswith("MBX-")
     finally:
         served.stop()
 
@@ -110,3 +111,7 @@ def test_a_secret_is_answered_only_on_its_page_and_found_nowhere_but_in_the_work
         assert value not in logs, value
         for text in seen + pages:
             assert value not in text, value
+    # Nor anything made from it that a guess could be checked against (S-L5: a dictionary oracle).
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    for text in seen + pages + [logs]:
+        assert digest[:8] not in text

@@ -9,6 +9,7 @@ changes together. Every state change appends a history row; history rows are nev
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -48,6 +49,12 @@ CREATE TRIGGER IF NOT EXISTS history_no_update BEFORE UPDATE ON ticket_history
     BEGIN SELECT RAISE(ABORT, 'ticket_history is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS history_no_delete BEFORE DELETE ON ticket_history
     BEGIN SELECT RAISE(ABORT, 'ticket_history is append-only'); END;
+-- A connected mailbox: never its password (the simulated connection uses it and keeps nothing).
+CREATE TABLE IF NOT EXISTS mailboxes (
+    address TEXT PRIMARY KEY,
+    connection TEXT NOT NULL,
+    connected_at TEXT NOT NULL
+);
 """
 
 
@@ -187,6 +194,19 @@ class TicketStore:
             ).fetchall()
         return [ticket_ref(number) for (number,) in rows]
 
+    def connect_mailbox(self, address: str, connection: str) -> str:
+        """Record ``address`` as connected under ``connection``; the connection it has then (a
+        retry of the same connection finds its own)."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO mailboxes (address, connection, connected_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (address) DO UPDATE SET connection = excluded.connection, "
+                "connected_at = excluded.connected_at WHERE connection != excluded.connection",
+                (address, connection, _now()),
+            )
+            row = conn.execute("SELECT connection FROM mailboxes WHERE address = ?", (address,)).fetchone()
+        return str(row[0])
+
     def close(self, ref: str, reason: CloseReason, by: str) -> CloseResult:
         """Close the ticket if it is open, in one transaction, recording ``by`` as the closer.
 
@@ -241,6 +261,18 @@ class CloseTicketOutcome(BaseModel):
     result: CloseResult
 
 
+class ConnectMailboxRequest(BaseModel):
+    address: str
+    password: str
+    """The secret, as the person typed it on the answer page: only this activity's input has it."""
+    operation: str
+    """The task's id: a retry of the activity makes the same connection."""
+
+
+class ConnectMailboxResult(BaseModel):
+    connection: str
+
+
 class HelpdeskActivities:
     """The helpdesk's activities, over one store; ``work_s`` simulates the backend call per ticket."""
 
@@ -270,6 +302,17 @@ class HelpdeskActivities:
             # did; the workflow checks for its own cancellation after every ticket.
             result = await commit
         return CloseTicketOutcome(ticket_id=args.ticket_id, result=result)
+
+    @activity.defn(name="helpdesk.connect_mailbox")
+    async def connect_mailbox(self, args: ConnectMailboxRequest) -> ConnectMailboxResult:
+        """Connect (simulated: a real one would log in with the password) and record the connection.
+        Its id is made from the task, never from the password: what the result shows proves the
+        password arrived and was used, and tells nothing of it."""
+        if not args.password:
+            raise ValueError("a mailbox cannot connect without its password")
+        connection = "MBX-" + hashlib.sha256(args.operation.encode()).hexdigest()[:10].upper()
+        kept = await asyncio.to_thread(self._store.connect_mailbox, args.address, connection)
+        return ConnectMailboxResult(connection=kept)
 
     async def _work(self, ticket_id: str) -> None:
         loop = asyncio.get_running_loop()

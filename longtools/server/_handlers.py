@@ -76,7 +76,7 @@ from longtools.server._pushed import (
     play_rounds,
 )
 from longtools.server._task_tools import TASK_TOOLS, task_tool_listing
-from longtools.server._wire import follows_by_tools, invalid_arguments, temporal_errors
+from longtools.server._wire import asks_a_person, follows_by_tools, invalid_arguments, temporal_errors
 from longtools.tasks import KeyReused, RunOnce, Tasks, args_digest, derive_id, key_reused, state_used
 from longtools.tools import (
     Registry,
@@ -89,7 +89,7 @@ from longtools.tools import (
     to_call_result,
     tool_error_result,
 )
-from longtools.workflows import ProtocolError, marking_of
+from longtools.workflows import ProtocolError
 
 log = structlog.get_logger("longtools.mcp")
 T = TypeVar("T")
@@ -489,17 +489,9 @@ class _Handlers:
         result = await _guarded(tool, _returned(tool, tool.handler(args, rnd)))
         if not isinstance(result, InputRequiredResult):
             return result
-        marked = sorted(
-            key for key, asked in (result.input_requests or {}).items() if marking_of(as_wire(asked)).marked
-        )
-        if marked:
-            # A person's question is answered on a task's page; a quick tool has no task. The
-            # tool's author reads why, in the result and in the log.
-            log.error("person_question_in_quick_tool", tool=tool.name, keys=marked)
-            return tool_error_result(
-                f"Tool {tool.name} asks a person's question (elicit(by='person') or sensitive=True), "
-                "which only a long tool can ask: its answer page belongs to a task"
-            )
+        refused = asks_a_person(f"Tool {tool.name}", result)
+        if refused is not None:
+            return tool_error_result(refused)
         return self._next_round(exchange, result)
 
     def _next_round(self, exchange: Exchange, result: InputRequiredResult) -> InputRequiredResult:
@@ -582,6 +574,9 @@ class _Handlers:
         exchange, rnd = _open_round(ctx, params.input_responses, params.request_state)
         result = await prompt.handler(arguments, rnd)
         if isinstance(result, InputRequiredResult):
+            refused = asks_a_person(f"Prompt {prompt.name}", result)
+            if refused is not None:
+                raise MCPError(code=INTERNAL_ERROR, message=refused)
             return self._next_round(exchange, result)
         if isinstance(result, GetPromptResult):
             return result
@@ -652,6 +647,9 @@ class _Handlers:
                 # SEP-2164: resource-not-found is -32602 with the URI in data.
                 raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri}", data={"uri": uri})
         if isinstance(content, InputRequiredResult):
+            refused = asks_a_person(f"Resource {uri}", content)
+            if refused is not None:
+                raise MCPError(code=INTERNAL_ERROR, message=refused)
             return self._next_round(exchange, content)
         return ReadResourceResult(contents=[_resource_contents(uri, mime_type, content)])
 

@@ -180,7 +180,7 @@ class LegacyTasks:
         audience = self._people.audience(ctx)
         view = await read_task(ctx, self._tasks, task_id)
         answered: set[str] = set()
-        """Keys not to push again: answered, sent to the page, or only the page can answer."""
+        """Keys not to push again: answered, spoken of by the host, or only the page's to show."""
         completing: set[str] = set()
         """URL requests the person went to, whose notifications/elicitation/complete is due."""
         pushed: set[str] = set()
@@ -188,9 +188,10 @@ class LegacyTasks:
         try:
             with self._held.hold(principal):
                 while view.status not in TERMINAL:
-                    # Only the person can answer these, on the page (the task shows its links).
-                    answered |= {k for k, q in (view.input_requests or {}).items() if audience.page_only(q)}
-                    waiting = {k: q for k, q in (view.input_requests or {}).items() if k not in answered}
+                    shown = audience.questions(view)
+                    # Those not shown, only the person answers, on the page (the status says where).
+                    answered |= set(view.input_requests or {}) - set(shown)
+                    waiting = {k: q for k, q in shown.items() if k not in answered}
                     if waiting:
                         if waiting.keys() & pushed:
                             reasked += 1
@@ -201,9 +202,15 @@ class LegacyTasks:
                                     "call tasks/result again, or cancel the task",
                                 )
                         pushed |= waiting.keys()
-                        delivered, consented, moved = await self._ask(ctx, audience, view, principal, waiting)
-                        answered |= delivered | consented
-                        completing |= consented
+                        delivered, words, moved = await self._ask(ctx, audience, view, principal, waiting)
+                        answered |= delivered | words.keys()
+                        completing |= {key for key, action in words.items() if action == "accept"}
+                        if any(action != "accept" for action in words.values()):
+                            # The host's decline or cancel is not its person's answer: the task
+                            # waits for the page, and its status, sent now, says where.
+                            await _notify_status(
+                                ctx, legacy_task_wire(view, self._poll_interval_ms(view), audience)
+                            )
                         if moved is not None:
                             view = moved
                             continue
@@ -236,14 +243,13 @@ class LegacyTasks:
         view: TaskView,
         principal: str,
         waiting: Mapping[str, Any],
-    ) -> tuple[set[str], set[str], TaskView | None]:
-        """Push the task's open questions (a person's as a URL request, when the client takes one)
-        and deliver the answers that fit: the keys delivered (an answer that does not fit leaves its
-        question open, to be asked again) and those of URL requests the person went to. When the
-        task ends or stops asking them first, the push is withdrawn: nothing delivered, and the task
-        then."""
-        shown = audience.questions(view)  # none of ``waiting`` is only the page's (``result``)
-        questions = {key: _requests_adapter.validate_python(shown[key]) for key in waiting}
+    ) -> tuple[set[str], dict[str, str], TaskView | None]:
+        """Push the task's open questions as ``waiting`` shows them (``Audience.questions``: a
+        person's as a URL request) and deliver the answers that fit: the keys delivered (an answer
+        that does not fit leaves its question open, to be asked again) and what the host said of
+        the URL requests. When the task ends or stops asking them first, the push is withdrawn:
+        nothing delivered, and the task then."""
+        questions = {key: _requests_adapter.validate_python(question) for key, question in waiting.items()}
         caps = ctx.session.client_capabilities
         unanswerable = [q.method for q in questions.values() if caps is None or not kind_supported(q, caps)]
         if unanswerable:
@@ -253,7 +259,7 @@ class LegacyTasks:
                 "this client did not declare; answer it with the task_answer tool, or cancel it",
             )
         keys = set(waiting)
-        urls = {key for key, question in waiting.items() if audience.as_url(question)}
+        urls = {key for key in waiting if audience.as_url((view.input_requests or {})[key])}
 
         def moved_on(now: TaskView) -> bool:
             return now.status in TERMINAL or not keys & set(now.input_requests or {})
@@ -278,7 +284,7 @@ class LegacyTasks:
                             with contextlib.suppress(TimeoutError, Unanswered):
                                 async with asyncio.timeout(_URL_ANSWER_GRACE_S):
                                     await asyncio.shield(asking)
-                        return set(), set(), now
+                        return set(), {}, now
                     await asking  # the task lives on only as long as its TTL: asked till then
                 answers = asking.result()
         except Unanswered as exc:
@@ -289,12 +295,12 @@ class LegacyTasks:
             await asyncio.gather(asking, watching, return_exceptions=True)
         try:
             async with temporal_errors("tasks/result"):
-                delivered, consented = await deliver(self._tasks, audience, view, answers, skip_invalid=True)
-                if not delivered and not consented:  # none fitted, or the task ended meanwhile
-                    return set(), set(), await self._tasks.read(view.task_id, principal)
+                delivered, words = await deliver(self._tasks, audience, view, answers, skip_invalid=True)
+                if not delivered and not words:  # none fitted, or the task ended meanwhile
+                    return set(), {}, await self._tasks.read(view.task_id, principal)
         except AnswersTooLarge:
             raise answers_too_large(self._settings.max_task_answer_bytes) from None
-        return delivered, consented, None
+        return delivered, words, None
 
     def _sealed_cursor(self, token: bytes, principal: str) -> str:
         body = base64.urlsafe_b64encode(token).decode()

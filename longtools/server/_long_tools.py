@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
@@ -49,11 +48,12 @@ from longtools.server._exchange import Exchange, state_refused
 from longtools.server._legacy_tasks import LegacyTasks, method_not_found, speaks_tasks
 from longtools.server._limits import HeldRounds, answers_too_large, limit_reached
 from longtools.server._listen import TaskListens
-from longtools.server._people import Audience, People, complete_urls, deliver
+from longtools.server._people import Audience, People, complete_urls, deliver, spoken_lately
 from longtools.server._pushed import is_legacy
 from longtools.server._task_tools import TaskTools
 from longtools.server._wire import (
     UNAVAILABLE,
+    asks_a_person,
     declares_tasks,
     follows_by_tools,
     poll_task,
@@ -75,7 +75,7 @@ from longtools.tasks import (
     state_used,
 )
 from longtools.tools import Round, Tool, as_wire, tool_error_result
-from longtools.workflows import InputRequest
+from longtools.workflows import InputRequest, marking_of
 
 log = structlog.get_logger("longtools.long")
 
@@ -219,6 +219,9 @@ class LongTools:
             if tool.before is not None:
                 prepared = await tool.before(args, rnd)
                 if isinstance(prepared, InputRequiredResult):
+                    refused = asks_a_person(f"Tool {tool.name}", prepared)
+                    if refused is not None:
+                        return tool_error_result(refused)
                     expires_at = time.time() + self._settings.state_ttl_s
                     return exchange.next_round(
                         prepared, expires_at=expires_at, max_rounds=self._settings.max_rounds
@@ -334,13 +337,20 @@ class LongTools:
                 audience = self.people.audience(ctx)
                 # An answer that does not fit is skipped: its question is asked again (SEP-2322).
                 try:
-                    delivered, consented = await deliver(
+                    delivered, words = await deliver(
                         self._tasks, audience, view, responses, skip_invalid=True
                     )
                 except AnswersTooLarge:
                     raise answers_too_large(self._settings.max_task_answer_bytes) from None
+                if any(action != "accept" for action in words.values()):
+                    # The host's decline or cancel says its person did not go to the page (a host
+                    # that shows no prompt says it at once), not how they would answer. The call
+                    # ends with the link, for the model and the person to go on with; the task
+                    # waits for the page, and is no longer the exchange's to end.
+                    await self._tasks.endings.release_exchange(state.task)
+                    return self._at_page(tool, view, audience)
                 # A URL request the person went to is answered on its page: held like one delivered.
-                state = state.model_copy(update={"sent": sorted({*state.sent, *delivered, *consented})})
+                state = state.model_copy(update={"sent": sorted({*state.sent, *delivered, *words})})
             return await self._hold(ctx, tool, state, rnd, exchange, view)
 
     async def _hold(
@@ -408,7 +418,7 @@ class LongTools:
             # Only a person can answer, on the page, and this client cannot send them there: the
             # call ends saying where; the task waits for the person (it is no longer the exchange's).
             await self._tasks.endings.release_exchange(state.task)
-            return tool_error_result(_page_only_text(tool, view, audience, unsent))
+            return self._at_page(tool, view, audience)
         if audience.legacy:  # each URL request asked gets its "complete" once the page has its answer
             urls = {key for key in questions if audience.as_url(unsent[key])}
             state = state.model_copy(update={"urls": sorted({*state.urls, *urls})})
@@ -425,6 +435,13 @@ class LongTools:
             # nobody can carry the work on, so it stops.
             await self._tasks.cancel(view)
             raise
+
+    def _at_page(self, tool: Tool, view: TaskView, audience: Audience) -> CallToolResult:
+        """A call that ends while its task waits for a person on a page: where, in words and as the
+        task (``structuredContent``, as the task tools show it), for the model and the person."""
+        result = tool_error_result(_page_only_text(tool, view, audience))
+        task = audience.wire(view, self._poll_interval_ms(view), as_urls=True)
+        return result.model_copy(update={"structured_content": task})
 
     # tasks/* ----------------------------------------------------------------------------------
 
@@ -460,21 +477,25 @@ class LongTools:
         audience = self.people.audience(ctx)
         try:
             async with temporal_errors("tasks/update"):
-                delivered, _ = await deliver(self._tasks, audience, view, responses, skip_invalid=False)
+                delivered, words = await deliver(self._tasks, audience, view, responses, skip_invalid=False)
+                if words:  # not answers: noted, so the question is not listed again at once
+                    await self._tasks.hear(view, words)
+
+                def settled(now: TaskView) -> bool:
+                    open_now = set(now.input_requests or {})
+                    return now.status != "input_required" or not (
+                        delivered & open_now
+                        or any(k in open_now and not spoken_lately(now, k) for k in words)
+                    )
+
                 with self._held.hold_if_free(principal) as may_wait:
-                    if delivered and may_wait:
-                        # The signal is durable now. Wait briefly for the workflow to take the
-                        # answers, so a tasks/get right after this ack no longer lists them (with
-                        # no worker running the wait runs out, and the answers are taken when one
-                        # starts; at the held-request bound the ack comes at once).
+                    if (delivered or words) and may_wait:
+                        # The signal is durable now. Wait briefly for the workflow to take it, so
+                        # a tasks/get right after this ack no longer lists what it settled (with
+                        # no worker running the wait runs out, and it is taken when one starts;
+                        # at the held-request bound the ack comes at once).
                         await self._tasks.wait(
-                            view.task_id,
-                            principal,
-                            lambda now: (
-                                now.status != "input_required"
-                                or not delivered & set(now.input_requests or {})
-                            ),
-                            self._settings.answer_settle_s,
+                            view.task_id, principal, settled, self._settings.answer_settle_s
                         )
         except PersonMustAnswer as exc:
             # Said with the link: the person who reads the client's error can go there.
@@ -539,16 +560,15 @@ def _work_expired() -> MCPError:
     return MCPError(code=INVALID_PARAMS, message="This call's work has expired; call the tool again")
 
 
-def _page_only_text(
-    tool: Tool, view: TaskView, audience: Audience, questions: Mapping[str, Mapping[str, Any]]
-) -> str:
+def _page_only_text(tool: Tool, view: TaskView, audience: Audience) -> str:
     lines = [
-        f"{tool.name} needs a person to answer on its page; this client cannot show it to them. "
-        f"The task ({view.task_id}) goes on once they have; they see it at {audience.base}/tasks."
+        f"{tool.name} waits for a person to answer on its page; only they can. The task "
+        f"({view.task_id}) goes on once they have; they see it at {audience.base}/tasks."
     ]
-    for key, question in questions.items():
-        message = (question.get("params") or {}).get("message", "")
-        lines.append(f"- {message} Answer at {audience.link(view, key)}")
+    for key, question in (view.input_requests or {}).items():
+        if marking_of(question).marked:
+            message = (question.get("params") or {}).get("message", "")
+            lines.append(f"- {message} Answer at {audience.link(view, key)}")
     return "\n".join(lines)
 
 

@@ -1,16 +1,19 @@
-"""A person's questions on the wire: which client gets a form, a link, or nothing it may answer.
+"""A person's questions on the wire: which client gets a URL request, a link, or nothing it may answer.
 API process.
 
 A tool marks a question as a person's (``elicit(by="person")``: an approval) or as a secret
-(``sensitive=True``). What each client is shown of such a question follows from what it declared:
+(``sensitive=True``). Either is answered on its answer page and only there: no client answers it,
+whatever it declared, since every client library can fill in a form for its person. What each
+client is shown follows from what it declared:
 
-- a client that declared URL-mode elicitation gets the question as a URL-mode request whose URL is
-  the question's answer link (its host opens it for the person); its ``accept`` says only that the
-  person agreed to go there, and the answer comes from the page;
-- a client that shows forms (form elicitation) gets a person's question as the form, since its
-  host puts it before the person; never a secret;
-- any other client (a chat host following by the task tools, a form-only client and a secret) gets
-  the link only, in words and in ``_meta[ANSWER_LINKS_META]``: nothing it could answer itself.
+- a client that declared URL-mode elicitation, at a revision that has it (2025-11-25 and later),
+  gets the question as a URL-mode request whose URL is the question's answer link (its host opens
+  it for the person). What the host says of it is never an answer: ``accept`` says the person went
+  to the page, ``decline`` and ``cancel`` that they did not (and a host may say that with no person
+  asked at all). After its ``decline`` or ``cancel`` the call ends with the link, for the model and
+  the person to go on with; the task waits for the page;
+- any other client gets the link only: in words, in ``structuredContent``, in the task's
+  ``statusMessage`` and in ``_meta[ANSWER_LINKS_META]``, never a form it could fill in itself.
 
 Unmarked questions are shown as they are. Every task shown carries the links of its person's
 questions in ``_meta``, whoever asks.
@@ -21,7 +24,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
 
 from mcp.server.context import ServerRequestContext
 from mcp_types import ClientCapabilities
@@ -29,11 +33,16 @@ from mcp_types import ClientCapabilities
 from longtools._protocol import ANSWER_LINKS_META
 from longtools._settings import Settings
 from longtools.auth import principal_of
-from longtools.server._pushed import is_legacy
-from longtools.tasks import TERMINAL, Answerer, AnswerLinks, Tasks, TaskView, public_base
+from longtools.server._pushed import FIRST_MODE_VERSION, is_legacy
+from longtools.tasks import TERMINAL, AnswerLinks, Tasks, TaskView, public_base
 from longtools.workflows import marking_of
 
-__all__ = ["Audience", "People", "complete_urls", "deliver"]
+__all__ = ["HOST_WORD_HOLDS", "Audience", "People", "complete_urls", "deliver", "spoken_lately"]
+
+HOST_WORD_HOLDS: Final = timedelta(seconds=60)
+"""How long a host's word on a URL request keeps it from being listed again (``tasks/get``): its
+person is on the page, or said they would not go; a minute later it is shown again, in case the
+page was closed unanswered. Far longer than any poll interval, so no client loops on it."""
 
 
 def elicitation_id(task_id: str, key: str) -> str:
@@ -60,9 +69,10 @@ class People:
             links=self.links,
             principal=principal_of(ctx),
             base=public_base(self._settings, str(base_url) if base_url is not None else ""),
-            url_mode=declared is not None and "url" in declared,
-            # `elicitation: {}` means form only (client/elicitation.mdx).
-            forms=declared is not None and (not declared or "form" in declared),
+            # Before 2025-11-25 an elicitation has no mode: a URL request cannot be said at all.
+            url_mode=declared is not None
+            and "url" in declared
+            and ctx.protocol_version >= FIRST_MODE_VERSION,
             legacy=is_legacy(ctx),
         )
 
@@ -73,15 +83,8 @@ class Audience:
     principal: str
     base: str
     url_mode: bool
-    """The client declared URL-mode elicitation."""
-    forms: bool
-    """The client declared form elicitation: its host shows a form to its person."""
+    """The client declared URL-mode elicitation, at a revision that has it."""
     legacy: bool
-
-    @property
-    def answers_as(self) -> Answerer:
-        """Who this client's answers count as (``Tasks.answer``)."""
-        return "form" if self.forms else "model"
 
     def link(self, view: TaskView, key: str) -> str:
         return self.base + self.links.path(self.principal, view, key)
@@ -102,22 +105,19 @@ class Audience:
 
     def page_only(self, question: Mapping[str, Any]) -> bool:
         """Whether this client can be shown ``question`` only as a link (nothing it could answer)."""
-        marking = marking_of(question)
-        if not marking.marked or self.as_url(question):
-            return False
-        return marking.sensitive or not self.forms
+        return marking_of(question).marked and not self.as_url(question)
 
     def questions(self, view: TaskView, *, as_urls: bool = False) -> dict[str, dict[str, Any]]:
-        """The task's open questions as this client may answer them: a person's as a URL request
-        or a form (by what the client declared), and none it may not answer. ``as_urls``: a
-        person's question it may not answer as a URL request all the same, where it is only shown,
-        never asked (a task tool's result)."""
+        """The task's open questions as this client is shown them: a person's as a URL request
+        (unless a host spoke of it within ``HOST_WORD_HOLDS``), and none of those it may only be
+        given the link of. ``as_urls``: a person's question as a URL request to any client, where it
+        is only shown, never asked (a task tool's result)."""
         shown: dict[str, dict[str, Any]] = {}
         for key, question in (view.input_requests or {}).items():
-            if self.as_url(question) or (as_urls and self.page_only(question)):
-                shown[key] = self.url_request(view, key, question)
-            elif not self.page_only(question):
+            if not marking_of(question).marked:
                 shown[key] = dict(question)
+            elif as_urls or (self.as_url(question) and not spoken_lately(view, key)):
+                shown[key] = self.url_request(view, key, question)
         return shown
 
     def url_request(self, view: TaskView, key: str, question: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,28 +132,30 @@ class Audience:
         return {"method": "elicitation/create", "params": url_params}
 
     def status_message(self, view: TaskView) -> str | None:
-        """The task's status message for this client: with the link of each open question it
-        cannot be shown, so that whoever reads the status can pass it on to the person."""
-        waiting = [
-            self.link(view, key)
-            for key, question in (view.input_requests or {}).items()
-            if view.status == "input_required" and self.page_only(question)
-        ]
-        if not waiting:
+        """The task's status message, with the link of each open person's question: whoever reads
+        the status (a model, a host's task list, a person) can go there or pass it on."""
+        links = self.person_links(view) if view.status == "input_required" else {}
+        if not links:
             return view.status_message
-        said = f"A person must answer on its page: {' '.join(waiting)}"
+        said = f"A person must answer on its page: {' '.join(links.values())}"
         return f"{view.status_message}. {said}" if view.status_message else said
 
     def wire(self, view: TaskView, poll_interval_ms: int, *, as_urls: bool = False) -> dict[str, Any]:
         """``view`` as ``tasks/get`` shows it to this client (``TaskView.wire``, its questions as
-        :meth:`questions` shows them, the answer links in ``_meta``, and in the status message the
-        links of those it is not shown)."""
+        :meth:`questions` shows them, the answer links in ``_meta`` and in the status message). A
+        task that asks this client nothing it can act on reads ``working``: it waits for a person
+        on a page, which the status message says where."""
         body = view.wire(poll_interval_ms)
         links = self.person_links(view)
         if not links:
             return body
         if "inputRequests" in body:
-            body["inputRequests"] = self.questions(view, as_urls=as_urls)
+            shown = self.questions(view, as_urls=as_urls)
+            if shown:
+                body["inputRequests"] = shown
+            else:
+                body["status"] = "working"
+                del body["inputRequests"]
         if not as_urls:
             message = self.status_message(view)
             if message:
@@ -161,31 +163,35 @@ class Audience:
         body["_meta"] = {**body.get("_meta", {}), ANSWER_LINKS_META: links}
         return body
 
-    def sorted_answers(
+    def host_words(
         self, view: TaskView, responses: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, Any], set[str]]:
-        """This client's answers, sorted: those to deliver as its own (``answers_as``), those to
-        deliver as the person's own (a decline or cancel of a URL request: the person's choice, in
-        the host's own prompt), and the keys of URL requests it accepted (the person went to the
-        page: the page gives the answer, nothing to deliver). A URL request answered with a form's
-        fields by a client that shows forms is its own answer, as if it had been asked the form
-        (``longtools task answer --json`` may send one), and is checked as one."""
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """This client's answers, parted: those it may give (checked and delivered as its own), and
+        what its host said of the URL requests it was shown, ``{key: action}``: never an answer,
+        whatever it carries (a library may send a form's fields back with its ``accept``)."""
         own: dict[str, Any] = {}
-        persons: dict[str, Any] = {}
-        consented: set[str] = set()
+        words: dict[str, str] = {}
         asked = view.input_requests or {}
         for key, response in responses.items():
             question = asked.get(key)
             action = response.get("action") if isinstance(response, Mapping) else None
-            if question is None or not self.as_url(question):
-                own[key] = response
-            elif action in ("decline", "cancel"):
-                persons[key] = {"action": action}
-            elif self.forms and isinstance(response, Mapping) and response.get("content"):
-                own[key] = response  # the form's fields, not a consent (which has no content)
+            if question is not None and self.as_url(question) and action in ("accept", "decline", "cancel"):
+                words[key] = str(action)
             else:
-                consented.add(key)
-        return own, persons, consented
+                own[key] = response
+        return own, words
+
+
+def spoken_lately(view: TaskView, key: str) -> bool:
+    """Whether a host spoke of ``view``'s question ``key`` within ``HOST_WORD_HOLDS``."""
+    at = (view.spoken or {}).get(key)
+    if at is None:
+        return False
+    try:
+        said = datetime.fromisoformat(at)
+    except ValueError:
+        return False
+    return datetime.now(UTC) - said < HOST_WORD_HOLDS
 
 
 async def complete_urls(ctx: ServerRequestContext[Any, Any], view: TaskView, urls: set[str]) -> set[str]:
@@ -202,19 +208,15 @@ async def complete_urls(ctx: ServerRequestContext[Any, Any], view: TaskView, url
 
 async def deliver(
     tasks: Tasks, audience: Audience, view: TaskView, responses: Mapping[str, Any], *, skip_invalid: bool
-) -> tuple[set[str], set[str]]:
-    """Deliver a client's answers as :meth:`Audience.sorted_answers` sorts them: the keys
-    delivered, and the keys of URL requests the client accepted (answered on the page instead).
+) -> tuple[set[str], dict[str, str]]:
+    """Deliver the answers a client may give (:meth:`Audience.host_words`): the keys delivered,
+    and what its host said of the URL requests it was shown (``{key: action}``, nothing delivered).
 
     Raises:
-        AnswerRejected: as ``Tasks.answer`` (a ``PersonMustAnswer`` for a question this client may
-            not answer), unless ``skip_invalid``.
+        AnswerRejected: as ``Tasks.answer`` (a ``PersonMustAnswer`` for a person's question, which
+            only its page answers), unless ``skip_invalid``.
         AnswersTooLarge: as ``Tasks.answer``.
     """
-    own, persons, consented = audience.sorted_answers(view, responses)
-    delivered: set[str] = set()
-    batches: list[tuple[dict[str, Any], Answerer]] = [(own, audience.answers_as), (persons, "page")]
-    for answers, by in batches:
-        if answers:
-            delivered |= set(await tasks.answer(view, answers, by=by, skip_invalid=skip_invalid))
-    return delivered, consented
+    own, words = audience.host_words(view, responses)
+    delivered = await tasks.answer(view, own, by="client", skip_invalid=skip_invalid) if own else []
+    return set(delivered), words

@@ -34,6 +34,7 @@ from longtools.tools import as_wire
 from longtools.workflows import InputRequest
 
 __all__ = [
+    "FIRST_MODE_VERSION",
     "RELATED_TASK_META",
     "Interrupted",
     "Rounds",
@@ -50,7 +51,7 @@ Rounds = Callable[[str | None, dict[str, Any] | None], Awaitable[R | InputRequir
 
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
 """``_meta`` key tying a 2025-11-25 message to the task it belongs to."""
-_FIRST_FORM_MODE_VERSION = "2025-11-25"
+FIRST_MODE_VERSION = "2025-11-25"
 """Elicitation gained ``mode`` (form or url) in this revision; earlier clients know forms only."""
 
 
@@ -157,7 +158,7 @@ async def _push(
     result_type: type[BaseModel]
     if isinstance(question, ElicitRequest):
         result_type = ElicitResult
-        if ctx.protocol_version < _FIRST_FORM_MODE_VERSION:
+        if ctx.protocol_version < FIRST_MODE_VERSION:
             question = question.model_copy(
                 update={"params": question.params.model_copy(update={"mode": None})}
             )

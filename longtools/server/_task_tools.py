@@ -183,7 +183,7 @@ class TaskTools:
                 audience,
             )
         try:
-            delivered = set(await self._tasks.answer(view, answers, by="model"))
+            delivered = set(await self._tasks.answer(view, answers, by="client"))
         except PersonMustAnswer as exc:  # a model may not answer it: only the person, on its page
             where = f"Ask the person to open {audience.link(view, exc.key)} and answer there."
             return self._refused(view, f"{exc}. {where}", audience)

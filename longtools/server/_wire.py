@@ -10,7 +10,14 @@ from typing import Any, cast
 import structlog
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, ClientCapabilities, ServerNotification
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolResult,
+    ClientCapabilities,
+    InputRequiredResult,
+    ServerNotification,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 from temporalio.service import RPCError
@@ -21,10 +28,12 @@ from longtools.auth import principal_of
 from longtools.server._limits import HeldRounds
 from longtools.tasks import TaskNotFound, Tasks, TaskView
 from longtools.temporal import PayloadDecryptError, unreachable
-from longtools.tools import tool_error_result
+from longtools.tools import as_wire, tool_error_result
+from longtools.workflows import marking_of
 
 __all__ = [
     "UNAVAILABLE",
+    "asks_a_person",
     "declares_tasks",
     "follows_by_tools",
     "invalid_arguments",
@@ -37,6 +46,23 @@ __all__ = [
 log = structlog.get_logger("longtools.long")
 
 UNAVAILABLE = "The task service is unavailable; try again shortly"
+
+
+def asks_a_person(what: str, result: InputRequiredResult) -> str | None:
+    """Why ``what`` may not ask what ``result`` asks, if it asks a person's question or a secret
+    outside a long tool's workflow (a quick tool, a long tool's ``before=`` round, a prompt, a
+    resource): such a question is answered on its answer page, which belongs to a task, and
+    nothing else could keep it from the client. The tool's author reads why, here and in the log."""
+    marked = sorted(
+        key for key, asked in (result.input_requests or {}).items() if marking_of(as_wire(asked)).marked
+    )
+    if not marked:
+        return None
+    log.error("person_question_outside_a_task", asked_by=what, keys=marked)
+    return (
+        f"{what} asks a person's question (elicit(by='person') or sensitive=True), which only a long "
+        "tool's workflow can ask: its answer page belongs to a task"
+    )
 
 
 @asynccontextmanager

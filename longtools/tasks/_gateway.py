@@ -54,7 +54,14 @@ from longtools.tasks._ending import Endings
 from longtools.tasks._ids import TaskIds
 from longtools.tasks._run_once import ARGS_MEMO
 from longtools.tools import Registry, Tool, as_wire, to_call_result, tool_error_result
-from longtools.workflows import ANSWER_SIGNAL, PROGRESS_DETAIL, TASK_MEMO, Progress, Published
+from longtools.workflows import (
+    ANSWER_SIGNAL,
+    HOST_WORD_SIGNAL,
+    PROGRESS_DETAIL,
+    TASK_MEMO,
+    Progress,
+    Published,
+)
 from longtools.workflows._errors import failure_kinds, task_ending
 from longtools.workflows._inputs import marking_of, parse_answer
 from longtools.workflows._metrics import TOOL_MEMO
@@ -103,16 +110,15 @@ class AnswerRejected(Exception):
 
 
 class PersonMustAnswer(AnswerRejected):
-    """A person's question (or a secret) answered by someone who may not: a model, or for a
-    secret, anyone but the answer page."""
+    """A person's question (or a secret) answered by anyone but its answer page: a model, or a
+    client library that would fill in the form for its person."""
 
     def __init__(self, key: str, sensitive: bool) -> None:
-        where = "only on its answer page" if sensitive else "by a person, on its answer page or in a form"
-        super().__init__(key, f"The question {key!r} must be answered {where}")
+        super().__init__(key, f"The question {key!r} must be answered by a person, only on its answer page")
         self.sensitive = sensitive
 
 
-Answerer = Literal["page", "form", "model"]
+Answerer = Literal["page", "client"]
 """Who gives an answer (see ``Tasks.answer``)."""
 
 
@@ -155,6 +161,8 @@ class TaskView:
     sees it, so the view is read again once it is ``_LIVE_READ_S`` old."""
     read_at: float = 0.0
     """``time.monotonic()`` when it was read from Temporal (never on the wire)."""
+    spoken: Mapping[str, str] | None = None
+    """Per open question, when a host last spoke of it (``Published.spoken``; never on the wire)."""
 
     @property
     def status_message(self) -> str | None:
@@ -564,22 +572,30 @@ class Tasks:
         return view
 
     async def _with_activity_progress(self, view: TaskView, desc: WorkflowExecutionDescription) -> TaskView:
-        """``view`` with what a running activity last ``report()``-ed in its heartbeat, when that
-        is newer than what the workflow published."""
-        if not desc.raw_description.pending_activities:
+        """``view`` with what a running activity last ``report()``-ed in its heartbeat, as one
+        progress of the task (``task_progress``), never behind what this process last showed of
+        the same step: between a step's activity ending and the workflow's next ``report``, and
+        when a second activity of the step starts, the step reads as far as it had come."""
+        latest = None
+        if desc.raw_description.pending_activities:
+            view = replace(view, live=True, read_at=time.monotonic())
+            latest = await activity_progress(desc, self._connection().data_converter)
+        said = Progress(message=view.message, progress=view.progress, total=view.total)
+        shown, at = task_progress(said, view.updated_at, latest)
+        progress = shown.progress
+        known = self._known.get(view.task_id)
+        earlier = known[1].progress if known is not None and known[1].total == shown.total else None
+        if (
+            progress is not None
+            and earlier is not None
+            and view.progress is not None
+            and view.progress <= earlier < view.progress + 1  # the step the workflow is at
+            and earlier > progress
+        ):
+            progress = earlier
+        if latest is None and progress == view.progress:
             return view
-        view = replace(view, live=True, read_at=time.monotonic())
-        latest = await activity_progress(desc, self._connection().data_converter)
-        if latest is None or latest[0] < view.updated_at:
-            return view  # none, or the workflow spoke since: its word stands
-        at, progress = latest
-        return replace(
-            view,
-            message=progress.message or view.message,
-            progress=progress.progress,
-            total=progress.total,
-            updated_at=at,
-        )
+        return replace(view, message=shown.message, progress=progress, total=shown.total, updated_at=at)
 
     def _know(self, task_id: str, principal: str, view: TaskView) -> None:
         size = _size(view)
@@ -623,10 +639,9 @@ class Tasks:
     ) -> list[str]:
         """Check answers against the outstanding questions and deliver the fitting ones durably.
 
-        ``by`` is who answers, which decides the marked questions (``elicit(by=..., sensitive=...)``)
-        it may answer: ``"page"`` any; ``"form"`` (a client that showed the form to its person) a
-        person's question but not a secret; ``"model"`` (a client that cannot show a person a form:
-        the task tools, or ``tasks/update`` without elicitation) neither.
+        ``by`` is who answers: a person's question or a secret (``elicit(by=..., sensitive=...)``)
+        is answered by ``"page"`` alone, never by a ``"client"`` (a model, or a library that would
+        fill in its person's form), whatever the client declared.
 
         Answers to keys that are not outstanding are ignored (the spec's rule for unknown and
         already answered keys). Returns the keys delivered: none when the task has ended since
@@ -646,7 +661,7 @@ class Tasks:
                 continue
             try:
                 marking = marking_of(request)
-                if (marking.sensitive and by != "page") or (marking.person and by == "model"):
+                if marking.marked and by != "page":
                     raise PersonMustAnswer(key, marking.sensitive)
                 accepted[key] = check_answer(key, request, response)
             except AnswerRejected:
@@ -669,6 +684,20 @@ class Tasks:
         else:
             log.info("task_answer_too_late", task_id=view.task_id)  # it ended meanwhile
         return delivered
+
+    async def hear(self, view: TaskView, words: Mapping[str, str]) -> None:
+        """Note a host's word on person's questions it was shown as URL requests (``{key: action}``,
+        ``HOST_WORD_SIGNAL``): never an answer; the task then shows when it was said, so that it is
+        not asked again at once. A task that has ended meanwhile has nothing to note."""
+        client = self._connection()
+        try:
+            await client.get_workflow_handle(view.task_id).signal(
+                HOST_WORD_SIGNAL, dict(words), rpc_timeout=self._rpc_timeout
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        log.info("task_host_spoke", task_id=view.task_id, keys=sorted(words))
 
     async def _deliver(self, task_id: str, key: str, answer: Any) -> bool:
         """Signal one answer, once per question: Temporal drops a signal whose request id it has
@@ -803,6 +832,7 @@ class Tasks:
             status="working",
             message=None,
             input_requests=None,
+            spoken=None,
             progress=None,
             total=None,
             live=False,
@@ -886,6 +916,36 @@ async def activity_progress(
     return latest
 
 
+def task_progress(
+    said: Progress, said_at: datetime, reported: tuple[datetime, Progress] | None
+) -> tuple[Progress, datetime]:
+    """A task's one progress, and when it last changed: what its workflow said (``said``, at
+    ``said_at``) with what a running activity last reported in its heartbeat (``reported``, from
+    ``activity_progress``).
+
+    The workflow's numbers count steps done: ``report(progress=k, total=n)`` says k of n steps are
+    done and step k+1 runs. A running activity's ``report(progress=j, total=m)`` says how far that
+    step is, so the task is at ``k + j/m`` of n (the step's share floored to hundredths, so it
+    never reads done before the workflow says so). When the workflow gave no numbers, those of
+    the activity stand as they are, if it spoke last. The message is whichever was said last.
+    """
+    if reported is None:
+        return said, said_at
+    at, activity = reported
+    newer = at >= said_at
+    message = (activity.message or said.message) if newer else said.message
+    progress, total = said.progress, said.total
+    if said.progress is not None:
+        if activity.progress is not None and activity.total:
+            share = min(activity.progress / activity.total, 1.0)
+            progress = said.progress + int(share * 100 + 1e-9) / 100
+            if total is not None:
+                progress = min(progress, max(total, said.progress))
+    elif newer:
+        progress, total = activity.progress, activity.total
+    return Progress(message=message, progress=progress, total=total), max(at, said_at)
+
+
 def _running(view: TaskView, published: Any) -> TaskView:
     if not isinstance(published, Mapping):
         return view  # started, the workflow has not published anything yet
@@ -899,7 +959,9 @@ def _running(view: TaskView, published: Any) -> TaskView:
         total=state.total,
     )
     if state.status == "input_required" and state.input_requests:
-        return replace(view, status="input_required", input_requests=state.input_requests)
+        return replace(
+            view, status="input_required", input_requests=state.input_requests, spoken=state.spoken
+        )
     return view
 
 

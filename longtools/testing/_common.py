@@ -120,20 +120,23 @@ class Question:
     request: Mapping[str, Any]
     """The whole input request, as wire JSON."""
     page: str | None = None
-    """Where a person answers it, when only they may: a secret (``sensitive=True``), which a
-    served task's client is not asked (``answer`` then answers it on that page, as they would)."""
+    """Where a person answers it, when only they may (``by="person"`` or ``sensitive=True``): a
+    served task's client is asked it as a URL request, and ``answer`` answers it on that page, as
+    the person would."""
 
     @classmethod
     def from_wire(cls, key: str, request: Mapping[str, Any]) -> Question:
         params = request.get("params") or {}
         message = params.get("message")
         schema = params.get("requestedSchema")
+        url = params.get("url") if params.get("mode") == "url" else None
         return cls(
             key=key,
             method=str(request.get("method", "")),
             message=message if isinstance(message, str) else None,
             schema=schema if isinstance(schema, Mapping) else None,
             request=request,
+            page=url if isinstance(url, str) else None,
         )
 
 

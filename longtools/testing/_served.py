@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from longtools._protocol import ANSWER_LINKS_META, PROGRESS_META, TASKS_EXTENSION
+from longtools._protocol import PROGRESS_META, TASKS_EXTENSION
 from longtools.testing._common import (
     AnswerRejected,
     NotAsked,
@@ -44,7 +44,8 @@ from longtools.testing._common import (
 
 VERSION = "2026-07-28"
 _URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
-_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "extensions": {TASKS_EXTENSION: {}}}
+"""A tasks client that shows forms and opens links: a person's question comes as a URL request."""
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 _ERRORS = re.compile(r'<p class="error" id="(?:f-([^"]*)-error|form-error)"[^>]*>([^<]*)</p>')
 """What the test client declares: form answers and the Tasks extension."""
@@ -229,10 +230,6 @@ class ServedTask(Task):
         status = task.get("status")
         message = task.get("statusMessage")
         meta = task.get("_meta")
-        links = meta.get(ANSWER_LINKS_META) if isinstance(meta, Mapping) else None
-        for key, link in (links if isinstance(links, Mapping) else {}).items():
-            if key not in questions:  # a secret: not asked of this client, only on its page
-                questions[key] = Question(key, "elicitation/create", None, None, {}, page=str(link))
         shown = meta.get(PROGRESS_META) if isinstance(meta, Mapping) else None
         progress = shown if isinstance(shown, Mapping) else {}
         if progress and isinstance(message, str):

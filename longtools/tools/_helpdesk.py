@@ -156,7 +156,7 @@ def register_helpdesk(registry: Registry, settings: Settings) -> None:
         title="Connect a support mailbox",
     )
     acts = HelpdeskActivities(store, settings.helpdesk_work_s)
-    registry.add_activities(acts.open_tickets, acts.close_ticket)
+    registry.add_activities(acts.open_tickets, acts.close_ticket, acts.connect_mailbox)
 
 
 def _already_closed(ticket: Ticket) -> str:

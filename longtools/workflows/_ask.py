@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         CreateMessageRequest,
         CreateMessageResult,
         ElicitRequest,
+        ElicitRequestFormParams,
         ElicitResult,
         ListRootsRequest,
         ListRootsResult,
@@ -46,10 +47,14 @@ with workflow.unsafe.imports_passed_through():
     from longtools.workflows._inputs import (
         AnsweredBy,
         Elicited,
+        FieldError,
         InputRequest,
         InputResponse,
+        Reask,
         elicit,
+        free_text,
         parse_answer,
+        reasked,
     )
     from longtools.workflows._metrics import CARRIED_MEMO, TOOL_MEMO, first_input_requested, task_start_time
 
@@ -62,6 +67,11 @@ PROGRESS_DETAIL = "longtools.progress"
 """Key of the heartbeat detail ``report()`` sends from inside an activity: ``{key: Progress}``."""
 ANSWER_SIGNAL = "longtools.answer"
 """Signal carrying ``{key: InputResponse as wire JSON}``; sent by ``tasks/update`` and MRTR retries."""
+HOST_WORD_SIGNAL = "longtools.host-word"
+"""Signal carrying ``{key: action}``: what a host said of a person's question it was shown as a
+URL-mode request (``accept``: its person went to the page; ``decline``/``cancel``: they did not).
+Never an answer (only the page answers a person's question); the task shows when it was said, so
+that clients are not asked the same thing again at once (see ``Published.spoken``)."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -90,6 +100,9 @@ class Published(BaseModel):
     """How much of the work is done, in the tool's own unit (``report(progress=...)``)."""
     total: float | None = None
     """How much work there is in all, when the tool knows (``report(total=...)``)."""
+    spoken: dict[str, str] = {}
+    """Per outstanding question, when a host last said something of it (:data:`HOST_WORD_SIGNAL`;
+    ISO 8601, workflow time). Left out of the memo while empty, as before it existed."""
 
 
 class _Conversation:
@@ -105,6 +118,8 @@ class _Conversation:
         """The name each key was asked under (``ask``'s mapping key)."""
         self.moved: dict[str, str] = {}
         """Keys asked again under a new key, because their answer did not parse."""
+        self.spoken: dict[str, str] = {}
+        """When a host last spoke of each question (``Published.spoken``)."""
         self.message: str | None = None
         self.progress: float | None = None
         self.total: float | None = None
@@ -133,6 +148,16 @@ class _Conversation:
         if reasked:
             self.publish()
 
+    def hear(self, words: Mapping[str, Any]) -> None:
+        """A host's word on questions it was shown as URL requests: noted, never taken as an answer."""
+        heard = False
+        for key in words:
+            if key in self.pending and key not in self.answers:
+                self.spoken[key] = workflow.now().isoformat()
+                heard = True
+        if heard:
+            self.publish()
+
     def current(self, key: str) -> str:
         """The key a question asked under ``key`` is outstanding under now."""
         while key in self.moved:
@@ -153,8 +178,11 @@ class _Conversation:
             answered_bytes=self.answered_bytes,
             progress=self.progress,
             total=self.total,
+            spoken={key: at for key, at in self.spoken.items() if key in outstanding},
         )
-        workflow.upsert_memo({TASK_MEMO: state.model_dump(mode="json")})
+        workflow.upsert_memo(
+            {TASK_MEMO: state.model_dump(mode="json", exclude=None if state.spoken else {"spoken"})}
+        )
         if outstanding and not self.asked:
             self.asked = True
             first_input_requested()
@@ -211,6 +239,7 @@ def _conversation() -> _Conversation:
             conversation.resume(carried)
         workflow.instance()._longtools_conversation = conversation
         workflow.set_signal_handler(ANSWER_SIGNAL, conversation.receive)
+        workflow.set_signal_handler(HOST_WORD_SIGNAL, conversation.hear)
     return conversation
 
 
@@ -302,9 +331,10 @@ async def ask_form(
     ``by="person"``: a person must answer (an approval a model may not give); ``sensitive=True``:
     a secret, answered only on the answer page (see :func:`longtools.elicit`).
     """
-    asking = message
+    first = elicit(message, model, by=by, sensitive=sensitive)
+    asking = first
     while True:
-        answer = await ask(elicit(asking, model, by=by, sensitive=sensitive))
+        answer = await ask(asking)
         if answer.action != "accept":
             return Elicited(action=answer.action, content=None)
         try:
@@ -313,17 +343,46 @@ async def ask_form(
             # The API checked the answer against the form's JSON schema; a model rule the schema
             # cannot express failed. Ask again (under a new key) rather than fail the whole task,
             # saying why: the person who answered reads the reason, which is about their answer.
-            asking = f"That answer was not valid: {_reasons(exc)}. {message}"
+            # A reason may quote the answer, so a secret's message names fields and kinds only;
+            # the reasons themselves go where only the answer page reads them (REASK_META).
+            schema = (
+                first.params.requested_schema if isinstance(first.params, ElicitRequestFormParams) else {}
+            )
+            reask = _reask(exc, message, answer.content or {}, schema, sensitive=sensitive)
+            said = "; ".join(
+                f"{error.field}: {error.kind if sensitive else error.message}"
+                if error.field
+                else (error.kind if sensitive else error.message)
+                for error in reask.errors
+            )[:500]
+            asking = reasked(first, reask, f"That answer was not valid: {said}. {message}")
 
 
-def _reasons(exc: ValidationError) -> str:
-    """Why an answer did not validate, one clause per field: ``when: must be after today``."""
-    clauses = []
-    for error in exc.errors(include_url=False, include_input=False)[:5]:
-        where = ".".join(str(part) for part in error["loc"])
-        why = str(error["msg"]).removeprefix("Value error, ")
-        clauses.append(f"{where}: {why}" if where else why)
-    return "; ".join(clauses)[:500]
+def _reask(
+    exc: ValidationError,
+    message: str,
+    content: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    *,
+    sensitive: bool,
+) -> Reask:
+    """Why an answer did not validate, per field (``when``: "must be after today"), and the values
+    of it a person may see again: all of them, but a secret's free text."""
+    errors = tuple(
+        FieldError(
+            field=".".join(str(part) for part in error["loc"]),
+            kind=str(error["type"]),
+            message=str(error["msg"]).removeprefix("Value error, "),
+        )
+        for error in exc.errors(include_url=False, include_input=False)[:5]
+    )
+    properties = schema.get("properties") or {}
+    values = {
+        name: value
+        for name, value in content.items()
+        if not sensitive or (isinstance(properties.get(name), Mapping) and not free_text(properties[name]))
+    }
+    return Reask(message=message, errors=errors, values=values)
 
 
 def report(message: str | None = None, *, progress: float | None = None, total: float | None = None) -> None:

@@ -43,6 +43,12 @@ ANSWER_META = "longtools.dev/answer"
 
 AnsweredBy = Literal["client", "person"]
 
+REASK_META = "longtools.dev/reask"
+"""``_meta`` key of a form asked again because its last answer broke a rule of the tool's model that
+the JSON schema could not express: :class:`Reask` as ``{"errors": [{"field", "kind", "message"}],
+"values": {...}}``. The answer page shows each reason beside its field and fills in ``values``; a
+client is never shown a person's question raw, so a reason that quotes a secret stays on the page."""
+
 
 @dataclass(frozen=True)
 class Marking:
@@ -68,6 +74,62 @@ def marking_of(question: Mapping[str, Any]) -> Marking:
     return Marking(person=sensitive or marked.get("by") == "person", sensitive=sensitive)
 
 
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    """The field the error is about; "" for the whole form."""
+    kind: str
+    """What kind of error (pydantic's type, e.g. ``value_error``, ``greater_than``): safe to show anyone."""
+    message: str
+    """Why, in words: may quote the answer, so only the answer page shows a person's question's."""
+
+
+@dataclass(frozen=True)
+class Reask:
+    """Why a question is asked again, and what its last answer was (see :data:`REASK_META`)."""
+
+    message: str
+    """The question as it was first asked (its ``message`` now starts with why it is asked again)."""
+    errors: tuple[FieldError, ...]
+    values: Mapping[str, Any]
+    """The last answer's values a person may see again: never a secret's free text."""
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "errors": [{"field": e.field, "kind": e.kind, "message": e.message} for e in self.errors],
+            "values": dict(self.values),
+        }
+
+
+def reask_of(question: Mapping[str, Any]) -> Reask | None:
+    """The :class:`Reask` of a question as wire JSON, if it is asked again."""
+    params = question.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    found = meta.get(REASK_META) if isinstance(meta, Mapping) else None
+    if not isinstance(found, Mapping):
+        return None
+    errors = tuple(
+        FieldError(str(e.get("field", "")), str(e.get("kind", "")), str(e.get("message", "")))
+        for e in found.get("errors") or ()
+        if isinstance(e, Mapping)
+    )
+    values = found.get("values")
+    return Reask(
+        message=str(found.get("message", "")),
+        errors=errors,
+        values=dict(values) if isinstance(values, Mapping) else {},
+    )
+
+
+def free_text(prop: Mapping[str, Any]) -> bool:
+    """Whether a form field takes free text (of a secret's form: the secret itself, which the page
+    hides and never fills in again), rather than a choice, a flag or a number."""
+    if prop.get("type") in ("array", "boolean", "number", "integer"):
+        return False
+    return not (prop.get("enum") or prop.get("oneOf") or prop.get("anyOf"))
+
+
 def elicit(
     message: str,
     schema: type[BaseModel] | Mapping[str, Any],
@@ -77,20 +139,43 @@ def elicit(
 ) -> ElicitRequest:
     """A form elicitation; ``schema`` is a flat pydantic model or a JSON schema object.
 
-    ``by="person"`` marks a question a person must answer (an approval): the client's model may not
-    answer it through the task tools, and a host that cannot show forms gets a link to the answer
-    page. ``sensitive=True`` marks a secret (implies ``by="person"``): it is answered only on the
-    answer page, so it never passes through the client, the model or ``tasks/get``.
+    ``by="person"`` marks a question a person must answer (an approval): it is answered on its
+    answer page and only there. No client answers it, neither a model nor a library that would fill
+    in the form for its person; a client is shown how to reach the page (a URL-mode request where
+    it takes one, else the link). ``sensitive=True`` marks a secret (implies ``by="person"``): the
+    same, and its answer never passes through the client, the model or ``tasks/get``.
     """
     requested = copy.deepcopy(_form(schema)) if isinstance(schema, type) else dict(schema)
     requested.pop("title", None)
-    params = ElicitRequestFormParams(message=message, requested_schema=requested)
+    return _elicitation(message, requested, by=by, sensitive=sensitive)
+
+
+def _elicitation(
+    message: str,
+    requested: Mapping[str, Any],
+    *,
+    by: AnsweredBy,
+    sensitive: bool,
+    reask: Reask | None = None,
+) -> ElicitRequest:
+    meta: dict[str, Any] = {}
     if by == "person" or sensitive:
-        marking = {"by": "person", **({"sensitive": True} if sensitive else {})}
-        params = ElicitRequestFormParams.model_validate(
-            {"message": message, "requestedSchema": requested, "_meta": {ANSWER_META: marking}}
-        )
-    return ElicitRequest(params=params)
+        meta[ANSWER_META] = {"by": "person", **({"sensitive": True} if sensitive else {})}
+    if reask is not None:
+        meta[REASK_META] = reask.wire()
+    wire: dict[str, Any] = {"message": message, "requestedSchema": requested}
+    if meta:
+        wire["_meta"] = meta
+    return ElicitRequest(params=ElicitRequestFormParams.model_validate(wire))
+
+
+def reasked(request: ElicitRequest, reask: Reask, message: str) -> ElicitRequest:
+    """``request`` asked again with ``message``, saying why by :class:`Reask` (``ask_form``)."""
+    params = request.params
+    assert isinstance(params, ElicitRequestFormParams)
+    marking = marking_of({"params": params.model_dump(by_alias=True)})
+    by: AnsweredBy = "person" if marking.person else "client"
+    return _elicitation(message, params.requested_schema, by=by, sensitive=marking.sensitive, reask=reask)
 
 
 _FORMS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()

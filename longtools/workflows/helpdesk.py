@@ -75,7 +75,7 @@ class BulkCloseTickets:
         ids = found.ticket_ids
         if not ids:
             return BulkCloseOutput(customer=args.customer, outcome="nothing_to_close")
-        # A person's question: a chat host's model may not approve closing tickets on its own.
+        # A person's question: no model, nor a client library, approves closing tickets for them.
         answer = await ask_form(
             f"Close {_tickets(len(ids))} for {args.customer}?", BulkCloseForm, by="person"
         )
