@@ -4,6 +4,7 @@
 its workflow task and retries it for ever, so the task reads ``working`` and a cancel never reaches
 its code. ``broken_on_cancel`` asks a question and has the bug in its clean-up: it waits for its
 answer well, and fails for ever once cancelled. ``wait`` works for ``seconds`` and says so.
+``approve_then_confirm`` asks a person to approve (on the page), then its client to confirm.
 """
 
 from __future__ import annotations
@@ -60,7 +61,18 @@ class WaitAWhile:
         return f"waited {args.seconds}s"
 
 
+@workflow.defn(name="tests.approve_then_confirm")
+class ApproveThenConfirm:
+    @workflow.run
+    async def run(self, args: NoArgs) -> str:
+        await workflow.sleep(timedelta(seconds=1))  # a round that holds first: a state to replay
+        approved = await ask_form("Approve?", Confirm, by="person")
+        confirmed = await ask_form("Confirm?", Confirm)
+        return f"approved: {approved.action}, confirmed: {confirmed.action}"
+
+
 def register(registry: Registry, settings: Settings) -> None:
     registry.long_tool("broken_at_start", workflow=BrokenAtStart, input=NoArgs)
     registry.long_tool("broken_on_cancel", workflow=BrokenOnCancel, input=NoArgs)
     registry.long_tool("wait", workflow=WaitAWhile, input=Wait)
+    registry.long_tool("approve_then_confirm", workflow=ApproveThenConfirm, input=NoArgs)

@@ -36,6 +36,7 @@ ALLOWANCE_S = 2.0
 HOLD_S = 0.1
 ENDS_WITHIN_S = 30.0
 """Bound of every wait for a task to end: several times what it takes (grace, allowance, polls)."""
+LINKS = "longtools.dev/answer-links"
 
 
 ENV = {
@@ -260,21 +261,52 @@ def test_an_exchange_that_hands_its_question_to_the_page_leaves_the_task_to_the_
     body = _round(ends.url, "connect_mailbox", arguments)
     while body["resultType"] == "input_required":  # "not yet": the workflow has not asked yet
         body = _round(ends.url, "connect_mailbox", arguments, body["requestState"])
-    assert body["isError"] is True and "needs a person to answer on its page" in body["content"][0]["text"]
+    assert (
+        body["isError"] is True and "waits for a person to answer on its page" in body["content"][0]["text"]
+    )
     handed = time.monotonic()
     task_id = _started(ends, "connect_mailbox", before)
     # The person takes longer than the exchange's allowance: the task is not cancelled for it.
+    # (It reads "working" to this form-only client: it waits for nothing but the page.)
     stays = eventually(
         lambda: (time.monotonic() - handed, get_task(ends.url, task_id)),
-        lambda seen: seen[0] > 2 * ALLOWANCE_S + HOLD_S or seen[1]["status"] != "input_required",
+        lambda seen: seen[0] > 2 * ALLOWANCE_S + HOLD_S or LINKS not in seen[1].get("_meta", {}),
         within=ENDS_WITHIN_S,
     )[1]
-    assert stays["status"] == "input_required", stays
+    assert stays["status"] == "working" and LINKS in stays["_meta"], stays
     with PageClient(ends.base) as browser:
-        browser.answer(
-            next(iter(stays["_meta"]["longtools.dev/answer-links"].values())), {"password": "x" * 12}
-        )
+        browser.answer(next(iter(stays["_meta"][LINKS].values())), {"password": "x" * 12})
     done = wait_for_task(
         ends.url, task_id, lambda task: task["status"] != "input_required", within=ENDS_WITHIN_S
     )
     assert done["status"] == "completed" and done["result"]["structuredContent"]["outcome"] == "connected"
+
+
+def test_a_round_replayed_after_its_exchange_gave_the_task_to_a_person_never_ends_it(ends: Served) -> None:
+    """Suspected in review: the exchange's call ended with the link (its ending disarmed), the
+    person answered, and the task asks its client again; a round of the exchange replayed then
+    must not claim the task back: the ending it would arm would cancel it once that client left
+    again. The replay comes when the deadline in its state is near, where a round re-arms."""
+    before = _starts(ends, "approve_then_confirm")
+    state = None
+    body = _round(ends.url, "approve_then_confirm", {})
+    while body["resultType"] == "input_required":  # "not yet": the workflow has not asked yet
+        state = body["requestState"]
+        body = _round(ends.url, "approve_then_confirm", {}, state)
+    assert body["isError"] is True and state is not None, body
+    handed = time.monotonic()
+    task_id = _started(ends, "approve_then_confirm", before)
+    with PageClient(ends.base) as person:
+        person.answer(next(iter(body["_meta"][LINKS].values())), {"confirm": True})
+    wait_for_task(ends.url, task_id, lambda task: "inputRequests" in task, within=ENDS_WITHIN_S)
+    eventually(lambda: time.monotonic() - handed, lambda waited: waited > ALLOWANCE_S, within=ENDS_WITHIN_S)
+    replayed = _round(ends.url, "approve_then_confirm", {}, state)
+    assert replayed["resultType"] == "input_required" and replayed["inputRequests"], json.dumps(replayed)
+    # Its client leaves again: nothing cancels the task, past every deadline an ending could have.
+    left = time.monotonic()
+    stays = eventually(
+        lambda: (time.monotonic() - left, get_task(ends.url, task_id)),
+        lambda seen: seen[0] > 2 * ALLOWANCE_S + GRACE_S + HOLD_S or seen[1]["status"] != "input_required",
+        within=ENDS_WITHIN_S,
+    )[1]
+    assert stays["status"] == "input_required", stays

@@ -15,6 +15,11 @@ request reads ``cancelled``).
   once per half allowance, not once per round: the deadline it is armed for travels in the
   exchange's sealed ``requestState``, and the API keeps nothing between rounds.
 
+An exchange whose call ended while its task waits for a person on a page (``release_exchange``)
+gives the task up for good: its ending is replaced by a released one, which fires, if ever, only
+after the task's TTL and does nothing. A round of that exchange replayed later finds it and arms
+nothing, whatever deadline its sealed state still names: the task is the person's now.
+
 An ending that fires after its task has ended does nothing (the cancel of a closed workflow is a
 no-op, its termination is refused as not found).
 """
@@ -36,6 +41,8 @@ from longtools.workflows._ending import END_WORKFLOW, Ending
 
 log = structlog.get_logger("longtools.ending")
 
+_RELEASED_MEMO = "longtools.released"
+"""Memo of an exchange's ending that was released (``release_exchange``): read by a describe."""
 _ARMED_FOR = 1.5
 """How many allowances (``mrtr_abandon_s``) past a round's answer an exchange's ending is armed for:
 re-armed when less than one is left, once per half allowance of a busy exchange."""
@@ -65,6 +72,8 @@ class Endings:
         now = time.time()
         if armed is not None and armed - now >= hold_s + allowance:
             return armed
+        if await self._released(task_id):
+            return None  # its call ended with the task given to a person: never the exchange's again
         delay = hold_s + _ARMED_FOR * allowance
         await asyncio.shield(
             self._start(_abandon_id(task_id), task_id, delay, WorkflowIDConflictPolicy.TERMINATE_EXISTING)
@@ -73,27 +82,45 @@ class Endings:
         return now + delay
 
     async def release_exchange(self, task_id: str) -> None:
-        """Disarm the ending of ``task_id``'s MRTR exchange: its call has ended, and the task now
-        waits for a person, however long its TTL lets them take."""
+        """Disarm the ending of ``task_id``'s MRTR exchange for good: its call has ended, and the
+        task now waits for a person, however long its TTL lets them take."""
         if not self._settings.mrtr_abandon_s:
             return
+        await self._start(
+            _abandon_id(task_id),
+            task_id,
+            self._settings.task_ttl_s,
+            WorkflowIDConflictPolicy.TERMINATE_EXISTING,
+            released=True,
+        )
+        log.info("exchange_released", task_id=task_id)
+
+    async def _released(self, task_id: str) -> bool:
+        """Whether ``task_id``'s exchange has given it to a person (``release_exchange``)."""
         handle = self._connection().get_workflow_handle(_abandon_id(task_id))
         try:
-            await handle.terminate(
-                "its call ended; the task waits for a person", rpc_timeout=self._rpc_timeout
-            )
+            desc = await handle.describe(rpc_timeout=self._rpc_timeout)
         except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:  # never armed, or fired already
+            if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
+            return False
+        return bool((await desc.memo()).get(_RELEASED_MEMO))
 
     async def _start(
-        self, ending_id: str, task_id: str, delay_s: float, conflict: WorkflowIDConflictPolicy
+        self,
+        ending_id: str,
+        task_id: str,
+        delay_s: float,
+        conflict: WorkflowIDConflictPolicy,
+        *,
+        released: bool = False,
     ) -> None:
         grace_s = self._settings.cancel_grace_s
         await self._connection().start_workflow(
             END_WORKFLOW,
-            Ending(task_id=task_id, grace_s=grace_s),
+            Ending(task_id=task_id, grace_s=grace_s, released=released),
             id=ending_id,
+            memo={_RELEASED_MEMO: True} if released else None,
             task_queue=self._settings.task_queue,
             start_delay=timedelta(seconds=delay_s) if delay_s else None,
             # Bounded, for a worker that never comes: past its TTL the task has timed out anyway.

@@ -33,6 +33,8 @@ class Ending(BaseModel):
     task_id: str
     grace_s: float
     """Seconds the task has to stop once asked, before it is terminated."""
+    released: bool = False
+    """An MRTR exchange's ending given up for good (its task waits for a person): does nothing."""
 
 
 @workflow.defn(name=END_WORKFLOW)
@@ -40,6 +42,8 @@ class EndTask:
     @workflow.run
     async def run(self, ending: Ending) -> bool:
         """Whether the task had to be terminated."""
+        if ending.released:
+            return False
         try:
             # Asked again when the API already asked (a cancel): Temporal keeps the one request.
             await workflow.get_external_workflow_handle(ending.task_id).cancel()
