@@ -61,7 +61,12 @@ def test_a_secret_is_answered_only_on_its_page_and_found_nowhere_but_in_the_work
         shown = get(URL_TASKS)()["inputRequests"][key]
         assert shown == {
             "method": "elicitation/create",
-            "params": {"mode": "url", "message": "The app password of support@example.com", "url": link},
+            "params": {
+                "mode": "url",
+                "message": "The app password of support@example.com",
+                "url": link,
+                "elicitationId": shown["params"]["elicitationId"],
+            },
         }
         # A chat host's model is given the link to pass on, and may not answer either.
         said = result(send("tools/call", {"name": "task_status", "arguments": {"taskId": task_id}}, {}))

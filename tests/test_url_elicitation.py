@@ -3,7 +3,7 @@ a URL request for its answer page, the client's host only sends the person there
 the person answers on that page in a real headless Chromium (Debian's, tests/browser.py), against
 the session's ``server`` (no auth: on loopback nobody signs in).
 
-Four clients: the official Python ``mcp`` client at 2026-07-28 (MRTR: no ``elicitationId``, no
+Four clients: the official Python ``mcp`` client at 2026-07-28 (MRTR: no
 ``notifications/elicitation/complete``; its retry round is held until the task moves on) and in
 legacy mode (2025-11-25: the complete notification, once, after the page has the answer), the
 TypeScript SDK 1.x client (tests/clients/legacy_client.mjs), and the same SDK's 2025-11-25 tasks
@@ -194,7 +194,8 @@ async def test_the_python_client_at_2026_07_28_sends_the_person_to_the_page_and_
     assert version == "2026-07-28"
     [asked] = host.asked
     _check_url_request(asked, server, customer)
-    assert asked.elicitation_id is None  # removed at 2026-07-28
+    # Removed at 2026-07-28, and sent all the same: GitHub Copilot CLI's client requires it there.
+    assert asked.elicitation_id
     # The accept only said the person went there; the answer is the page's.
     assert called.is_error is not True
     assert called.structured_content == _closed(customer, tickets)

@@ -76,7 +76,13 @@ from longtools.server._pushed import (
     play_rounds,
 )
 from longtools.server._task_tools import TASK_TOOLS, task_tool_listing
-from longtools.server._wire import asks_a_person, follows_by_tools, invalid_arguments, temporal_errors
+from longtools.server._wire import (
+    asks_a_person,
+    follows_by_tools,
+    invalid_arguments,
+    temporal_errors,
+    told_in_words,
+)
 from longtools.tasks import KeyReused, RunOnce, Tasks, args_digest, derive_id, key_reused, state_used
 from longtools.tools import (
     Registry,
@@ -371,7 +377,7 @@ class _Handlers:
             )
             for tool in self._registry.tools.values()
         ]
-        if by_tools or self._settings.task_tools == "always":
+        if by_tools or told_in_words(ctx) or self._settings.task_tools == "always":
             tools.extend(task_tool_listing())
         return ListToolsResult(tools=tools)
 

@@ -50,7 +50,7 @@ from longtools.server._limits import HeldRounds, answers_too_large, limit_reache
 from longtools.server._listen import TaskListens
 from longtools.server._people import Audience, People, complete_urls, deliver, spoken_lately
 from longtools.server._pushed import is_legacy
-from longtools.server._task_tools import TaskTools
+from longtools.server._task_tools import TaskTools, as_call_of
 from longtools.server._wire import (
     UNAVAILABLE,
     asks_a_person,
@@ -59,6 +59,7 @@ from longtools.server._wire import (
     poll_task,
     read_task,
     temporal_errors,
+    told_in_words,
 )
 from longtools.tasks import (
     TERMINAL,
@@ -208,6 +209,9 @@ class LongTools:
         # A tool that requires a task is never served as a plain call, not even one that answers
         # with its task: SEP-2663 asks for -32021 (2026), 2025-11-25 for -32601.
         by_tools = not as_task and tool.task_support != "required" and follows_by_tools(ctx)
+        # Told where the task stands once it ends or asks within task_tool_wait_s (the spec lets
+        # the server answer with a result), else given the task.
+        asks_nobody = modern_task and told_in_words(ctx)
         if tool.task_support == "required" and not (as_task or by_tools):
             if speaks_tasks(ctx):  # 2025-11-25: a tool that requires a task is -32601 without one
                 raise MCPError(code=METHOD_NOT_FOUND, message=f"{tool.name} must be called as a task")
@@ -231,13 +235,15 @@ class LongTools:
             # A call that will be held (a round, or the task tools' first wait) takes its place
             # under the held-request bounds before it starts anything: one refused at a bound
             # must leave no task behind.
-            with self._held.hold(principal) if not as_task else contextlib.nullcontext():
+            with self._held.hold(principal) if not as_task or asks_nobody else contextlib.nullcontext():
                 view = await self._begin(tool, args, principal, exchange, idempotency_key)
                 if legacy_task:
                     self._tasks.follow(view, self._poll_interval_ms(view))  # the client polls it next
                     return self.legacy.created(ctx, tool, view)
                 if by_tools:
                     return await self.task_tools.started(ctx, view)
+                if asks_nobody:
+                    return await self._ended_or_asked(ctx, tool, view)
                 if as_task:
                     return await self._created(tool, view)
                 return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
@@ -280,6 +286,24 @@ class LongTools:
         interval = self._poll_interval_ms(view)
         self._tasks.follow(view, interval)  # the client polls it next
         return {"resultType": "task", **view.wire(interval)}
+
+    async def _ended_or_asked(
+        self, ctx: ServerRequestContext[Any, Any], tool: Tool, view: TaskView
+    ) -> CallToolResult | dict[str, Any]:
+        """The result of a task that ends within ``task_tool_wait_s``, where it stands in words (its
+        questions, a person's with its link) if it asks first, else the task."""
+        view = await self._tasks.wait(
+            view.task_id,
+            principal_of(ctx),
+            lambda now: now.status != "working",
+            self._settings.task_tool_wait_s,
+            since=view,
+        )
+        if view.status == "completed" and view.result is not None:
+            return CallToolResult.model_validate(view.result)
+        if view.status == "input_required":
+            return self.task_tools.shown(ctx, view, tool)
+        return await self._created(tool, view)
 
     async def _start_keyed(
         self, tool: Tool, args: BaseModel, principal: str, key: str
@@ -441,7 +465,7 @@ class LongTools:
         task (``structuredContent``, as the task tools show it), for the model and the person."""
         result = tool_error_result(_page_only_text(tool, view, audience))
         task = audience.wire(view, self._poll_interval_ms(view), as_urls=True)
-        return result.model_copy(update={"structured_content": task})
+        return as_call_of(tool, result.model_copy(update={"structured_content": task}))
 
     # tasks/* ----------------------------------------------------------------------------------
 

@@ -122,13 +122,15 @@ class Audience:
 
     def url_request(self, view: TaskView, key: str, question: Mapping[str, Any]) -> dict[str, Any]:
         params = question.get("params") or {}
+        # elicitationId: required at 2025-11-25, removed at 2026-07-28, where it is an extra field a
+        # client ignores; but GitHub Copilot CLI 1.0.102 (rmcp 3.5.1 inside) requires it in both
+        # eras, and fails the whole result without it.
         url_params: dict[str, Any] = {
             "mode": "url",
             "message": str(params.get("message", "")),
             "url": self.link(view, key),
+            "elicitationId": elicitation_id(view.task_id, key),
         }
-        if self.legacy:  # required at 2025-11-25, removed at 2026-07-28
-            url_params["elicitationId"] = elicitation_id(view.task_id, key)
         return {"method": "elicitation/create", "params": url_params}
 
     def status_message(self, view: TaskView) -> str | None:

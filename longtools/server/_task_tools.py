@@ -39,9 +39,9 @@ from longtools.tasks import (
     Tasks,
     TaskView,
 )
-from longtools.tools import tool_error_result
+from longtools.tools import Tool, tool_error_result
 
-__all__ = ["TASK_TOOLS", "TaskTools"]
+__all__ = ["TASK_TOOLS", "TaskTools", "as_call_of"]
 
 _MAX_TASK_ID = 200
 _NOT_ASKING = "It is not waiting for an answer now."
@@ -119,6 +119,10 @@ class TaskTools:
                 view.task_id, principal_of(ctx), _settled, self._settings.task_tool_wait_s, since=view
             )
         return self._shown(view, self._people.audience(ctx))
+
+    def shown(self, ctx: ServerRequestContext[Any, Any], view: TaskView, tool: Tool) -> CallToolResult:
+        """Where ``view`` stands, as the answer to a call of ``tool`` itself (``as_call_of``)."""
+        return as_call_of(tool, self._shown(view, self._people.audience(ctx)))
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], name: str, arguments: Mapping[str, Any] | None
@@ -214,6 +218,20 @@ class TaskTools:
         return CallToolResult(
             content=[TextContent(type="text", text=_in_words(view, links))], structured_content=task
         )
+
+
+def as_call_of(tool: Tool, shown: CallToolResult) -> CallToolResult:
+    """A task tool's kind of result (the task in words, and as ``structuredContent``) as the answer
+    to a call of ``tool`` itself, which is not the tool's result. Clients check a tool's
+    ``structuredContent`` against the output schema it lists (the TypeScript SDK also when
+    ``isError``) and want it in every result that is not an error: for a tool that lists one, the
+    answer is a tool error with the task in words only. The answer links are in ``_meta`` either
+    way, and in the words."""
+    links = (shown.structured_content or {}).get("_meta", {}).get(ANSWER_LINKS_META)
+    update: dict[str, Any] = {"meta": {ANSWER_LINKS_META: links}} if links else {}
+    if tool.output_schema is not None:
+        update |= {"structured_content": None, "is_error": True}
+    return shown.model_copy(update=update)
 
 
 def _settled(view: TaskView) -> bool:

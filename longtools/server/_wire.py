@@ -41,6 +41,7 @@ __all__ = [
     "raw_notification",
     "read_task",
     "temporal_errors",
+    "told_in_words",
 ]
 
 log = structlog.get_logger("longtools.long")
@@ -108,6 +109,17 @@ def follows_by_tools(ctx: ServerRequestContext[Any, Any]) -> bool:
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return not declares_tasks(caps)
     return caps.tasks is None and not isinstance((ctx.params or {}).get("task"), dict)
+
+
+def told_in_words(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this 2026-era client follows tasks but declared no elicitation (the MCP Inspector
+    CLI, which prints a task's result and nothing else): a question could never reach anyone
+    through it, so a task that asks is told to it in words, as the task tools tell it, and the task
+    tools are listed for it to follow on."""
+    caps = ctx.session.client_capabilities or ClientCapabilities()
+    return (
+        ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and declares_tasks(caps) and caps.elicitation is None
+    )
 
 
 def invalid_arguments(tool: str, exc: ValidationError) -> CallToolResult:

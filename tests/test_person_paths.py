@@ -1,0 +1,72 @@
+"""How a person's question reaches a person through clients that could not pass it on before: each
+is told where the page is, in something it shows. Ours (issue 31, REVIEW H5), against the session's
+real ``serve`` (no auth: on loopback nobody signs in) and the real client.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.pages import PageClient
+from tests.wire import TASKS_EXTENSION, post, result
+
+ROOT = Path(__file__).resolve().parent.parent
+INSPECTOR = ROOT / "tests" / "clients" / "inspector.sh"
+LINKS = "longtools.dev/answer-links"
+
+
+def _inspector(url: str, *args: str, exits: int = 0) -> dict[str, Any]:
+    done = subprocess.run(
+        [str(INSPECTOR), url, "--transport", "http", "--protocol-era", "modern", *args, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == exits, done.stderr
+    printed: dict[str, Any] = json.loads(done.stdout)["result"]
+    return printed
+
+
+def _call(url: str, tool: str, arguments: dict[str, Any], *, exits: int = 0) -> dict[str, Any]:
+    named = ("--method", "tools/call", "--tool-name", tool, "--tool-args-json", json.dumps(arguments))
+    return _inspector(url, *named, exits=exits)
+
+
+def test_the_inspector_cli_in_the_modern_era_prints_the_link_of_a_persons_question(mcp_url: str) -> None:
+    """It follows a task and prints only its end; a task that waits for a person has none until
+    they answer, so its call answers once the task asks, in words, with the link."""
+    customer = f"c-{secrets.token_hex(4)}"
+    ticket = _call(mcp_url, "create_ticket", {"title": "From the Inspector", "customer": customer})
+    ticket_id = ticket["structuredContent"]["ticketId"]
+    # Not the tool's result: with its output schema, a tool error (exit 5, printed all the same),
+    # the task in words, the links in _meta too.
+    asked = _call(mcp_url, "bulk_close_tickets", {"customer": customer}, exits=5)
+    assert asked["isError"] is True
+    [link] = asked["_meta"][LINKS].values()
+    said = asked["content"][0]["text"]
+    assert link in said and "structuredContent" not in asked
+    task_id = said.split('"')[1]
+    assert said.startswith(f'Task "{task_id}" (bulk_close_tickets) is waiting for an answer')
+    with PageClient(mcp_url.removesuffix("/mcp")) as person:
+        person.answer(link, {"confirm": True})
+    shown = _call(mcp_url, "task_status", {"taskId": task_id})["structuredContent"]
+    while shown["status"] in ("working", "input_required"):
+        shown = _call(mcp_url, "task_status", {"taskId": task_id})["structuredContent"]
+    assert shown["status"] == "completed"
+    assert shown["result"]["structuredContent"]["closed"] == [ticket_id]
+
+
+def test_a_tasks_client_without_elicitation_gets_a_quick_long_tools_result_not_its_task(mcp_url: str) -> None:
+    """It could only print the task's end: one that ends within the wait is answered as a call."""
+    caps = {"extensions": {TASKS_EXTENSION: {}}}
+    params = {"name": "slow_compute", "arguments": {"seconds": 0.1}}
+    done = result(post(mcp_url, "tools/call", params, caps=caps))
+    assert done.get("resultType", "complete") == "complete" and done["isError"] is False, done
+    # Declaring elicitation, it gets the task, as before.
+    caps["elicitation"] = {"form": {}}
+    assert result(post(mcp_url, "tools/call", params, caps=caps))["resultType"] == "task"
