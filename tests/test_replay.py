@@ -30,7 +30,7 @@ from temporalio.worker import Replayer, Worker
 
 from longtools.activities._ending import terminate_cancelled
 from longtools.activities.helpdesk import HelpdeskActivities, TicketStore
-from longtools.workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
+from longtools.workflows import ANSWER_SIGNAL, HOST_WORD_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
 from longtools.workflows._ending import END_WORKFLOW, Ending, EndTask
 from longtools.workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
 from longtools.workflows.conformance import (
@@ -82,6 +82,8 @@ class Case:
     """``{question key: wire answer}``, sent together once every key is asked."""
     fails_with: str | None = None
     """The ApplicationError type the run ends with, if it is meant to fail."""
+    words: dict[str, str] = field(default_factory=dict)
+    """``{question key: action}`` a host says of the questions (``HOST_WORD_SIGNAL``) before the answers."""
 
 
 def _accept(**content: Any) -> dict[str, Any]:
@@ -106,6 +108,7 @@ CASES = {
         ConnectMailbox,
         ConnectMailboxInput(address="support@example.com"),
         answers={"input": _accept(password="correct horse battery")},
+        words={"input": "accept"},  # its host sent the person to the page first
     ),
 }
 
@@ -130,11 +133,20 @@ async def _eventually(ready: Callable[[], Awaitable[bool]], within: float = 20) 
             await asyncio.sleep(0.05)
 
 
-async def _answer_when_asked(handle: WorkflowHandle[Any, Any], answers: dict[str, dict[str, Any]]) -> None:
+async def _answer_when_asked(
+    handle: WorkflowHandle[Any, Any], answers: dict[str, dict[str, Any]], words: dict[str, str] | None = None
+) -> None:
     async def asked() -> bool:
         return set(answers) <= await _asked(handle)
 
+    async def heard() -> bool:
+        published = (await (await handle.describe()).memo()).get(TASK_MEMO) or {}
+        return set(words or {}) <= set(published.get("spoken", {}))
+
     await _eventually(asked)
+    if words:
+        await handle.signal(HOST_WORD_SIGNAL, words)
+        await _eventually(heard)
     await handle.signal(ANSWER_SIGNAL, answers)
 
 
@@ -146,7 +158,7 @@ async def _run(client: Client, name: str, case: Case, activities: list[Any]) -> 
             name, case.arg, id=f"replay-{uuid.uuid4()}", task_queue=queue
         )
         if case.answers:
-            await _answer_when_asked(handle, case.answers)
+            await _answer_when_asked(handle, case.answers, case.words)
         try:
             async with asyncio.timeout(30):
                 outcome: Any = await handle.result()
