@@ -4,6 +4,10 @@
 ``counts`` reports numbers from its workflow (1/4, 2/4), optionally asks whether to go on, reports
 a message without numbers, then runs ``tests.build``, an activity that reports 1/2 and 2/2 from its
 heartbeat, each after the file ``gate`` (then ``gate.2``) exists, so a test sees each in turn.
+``stepped`` is the one progress of a task made of steps: its workflow reports k of 3 steps done,
+and each step's activity (``tests.stage``) reports 5 and then 10 of 10 parts, each once the file
+``{gate}.{step}.{part}`` exists, and ends once ``{gate}.{step}.end`` does. ``two_in_a_step`` runs
+two such activities (gated as steps 1 and 2) in its first of 2 steps, reporting nothing between.
 ``picky`` asks for a weekday, which only the model's own rule checks. ``refuses`` ends in a
 ToolError raised by its activity.
 """
@@ -47,6 +51,20 @@ class Nothing(BaseModel):
     pass
 
 
+class SteppedInput(BaseModel):
+    gate: str
+
+
+class StageInput(BaseModel):
+    gate: str
+    step: int
+
+
+STEPS = 3
+PARTS = (5, 10)
+"""What each step's activity reports, of 10 parts."""
+
+
 async def _until(path: Path) -> None:
     """Until the test creates ``path``: another process's doing, so there is nothing to wait on."""
     for _ in range(1200):  # a minute at most
@@ -61,6 +79,14 @@ async def build(gate: str) -> None:
     await _until(Path(gate))
     report("Building", progress=2, total=2)
     await _until(Path(f"{gate}.2"))
+
+
+@activity.defn(name="tests.stage")
+async def stage(args: StageInput) -> None:
+    for part in PARTS:
+        await _until(Path(f"{args.gate}.{args.step}.{part}"))
+        report(f"Copying part {part} of 10", progress=part, total=10)
+    await _until(Path(f"{args.gate}.{args.step}.end"))
 
 
 @activity.defn(name="tests.refuse")
@@ -85,6 +111,32 @@ class Counts:
         return "counted"
 
 
+@workflow.defn(name="tests.stepped")
+class Stepped:
+    @workflow.run
+    async def run(self, args: SteppedInput) -> str:
+        for done in range(STEPS):
+            report(f"Step {done + 1} of {STEPS}", progress=done, total=STEPS)  # `done` steps are done
+            await workflow.execute_activity(
+                stage, StageInput(gate=args.gate, step=done + 1), start_to_close_timeout=timedelta(seconds=90)
+            )
+        report("All steps done", progress=STEPS, total=STEPS)
+        return "stepped"
+
+
+@workflow.defn(name="tests.two_in_a_step")
+class TwoInAStep:
+    @workflow.run
+    async def run(self, args: SteppedInput) -> str:
+        report("Step 1 of 2", progress=0, total=2)
+        for part in (1, 2):
+            await workflow.execute_activity(
+                stage, StageInput(gate=args.gate, step=part), start_to_close_timeout=timedelta(seconds=90)
+            )
+        report("Step 2 of 2", progress=1, total=2)
+        return "two"
+
+
 @workflow.defn(name="tests.picky")
 class Picky:
     @workflow.run
@@ -103,6 +155,8 @@ class Refuses:
 
 def register(registry: Registry, settings: Settings) -> None:
     registry.long_tool("counts", workflow=Counts, input=CountsInput)
+    registry.long_tool("stepped", workflow=Stepped, input=SteppedInput)
+    registry.long_tool("two_in_a_step", workflow=TwoInAStep, input=SteppedInput)
     registry.long_tool("picky", workflow=Picky, input=Nothing)
     registry.long_tool("refuses", workflow=Refuses, input=Nothing)
-    registry.add_activities(build, refuse)
+    registry.add_activities(build, stage, refuse)

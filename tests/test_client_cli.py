@@ -23,7 +23,8 @@ import pytest
 
 from longtools.client import Terminal
 from tests.conftest import Served, start_server
-from tests.test_terminal_client import ENV, LONGTOOLS, TASK_CAPS, _finish, _run, _spawn
+from tests.pages import PageClient
+from tests.test_terminal_client import ENV, LONGTOOLS, TASK_CAPS, _events, _finish, _run, _spawn, _tickets
 from tests.wire import get_task, post, result, wait_for_task
 
 HEAVY = ("mcp", "mcp_types", "pydantic", "httpx", "httpx2", "anyio", "rich", "jsonschema", "temporalio")
@@ -129,6 +130,97 @@ def test_a_call_without_a_terminal_leaves_a_waiting_task_with_the_commands_to_an
     assert get_task(server.url, line.group(1))["status"] == "cancelled"
 
 
+def test_task_answer_takes_json_after_the_dashes_and_names_each_misuse(server: Served) -> None:
+    """Review N16: after ``--`` every word reaches task answer, so ``--json`` there is read as
+    the option it is, and a word that is neither an answer nor that option is named."""
+    task_id = _asking(server.url)
+    misuses = [
+        (["--json"], "--json needs a value: the inputResponses object, as JSON"),
+        (["--json", "{}", "--json={}"], "--json is given twice; give the inputResponses object once"),
+        (["confirm=yes", "--json", "{}"], "give the answer as FIELD=VALUE pairs or as --json, not both"),
+        (
+            ["--token", "t"],
+            "'--token' is not an answer (FIELD=VALUE) and not an option task answer takes after the "
+            "task id; put options before the task id",
+        ),
+    ]
+    for words, says in misuses:
+        done = _run("task", "answer", server.url, "--", task_id, *words)
+        assert (done.returncode, done.stderr) == (1, f"longtools: {says}\n"), words
+    assert get_task(server.url, task_id)["status"] == "input_required"
+    answer = json.dumps({"input": {"action": "accept", "content": {"confirm": True}}})
+    for words in (["--json", answer], [f"--json={answer}"]):
+        done = _run("task", "answer", server.url, "--", task_id, *words)
+        assert done.returncode == 0, (words, done.stderr)
+        assert done.stdout.startswith(f"answered input; task {task_id} is "), done.stdout
+        finished = wait_for_task(server.url, task_id, lambda task: task["status"] == "completed")
+        assert finished["result"]["content"][0]["text"].startswith("Deleted f-")
+        task_id = _asking(server.url)
+    post(server.url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS)
+
+
+@pytest.mark.parametrize("command", ["call", "call --no-task", "watch"])
+def test_a_script_shows_a_persons_question_at_once_and_follows_the_task_until_the_page_has_the_answer(
+    server: Served, command: str
+) -> None:
+    """Review N2, without a terminal: the link is said on stderr at once, and call (a task or MRTR
+    rounds) and task watch alike go on when the page has the answer (no key, no exit 3)."""
+    customer = f"c-{secrets.token_hex(4)}"
+    [ticket_id] = _tickets(server.url, customer, 1)
+    if command.startswith("call"):
+        args = ["call", server.url, "bulk_close_tickets", f"customer={customer}", *command.split()[1:]]
+    else:
+        params = {"name": "bulk_close_tickets", "arguments": {"customer": customer}}
+        args = [
+            "task",
+            "watch",
+            server.url,
+            result(post(server.url, "tools/call", params, caps=TASK_CAPS))["taskId"],
+        ]
+    script = subprocess.Popen(  # pipes: no terminal
+        [LONGTOOLS, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    try:
+        assert script.stderr is not None
+        shown = f"Close 1 ticket for {customer}?: a person answers it on its page: "
+        said = [script.stderr.readline()]
+        while said[-1] and not said[-1].startswith(shown):  # said at once: the lines before are few
+            assert len(said) < 5, said
+            said.append(script.stderr.readline())
+        link = said[-1].removeprefix(shown).strip()
+        with PageClient(server.base) as browser:
+            browser.answer(link, {"confirm": True})
+        out, err = script.communicate(timeout=60)
+    finally:
+        script.kill()
+        script.communicate()
+    assert script.returncode == 0, err
+    assert json.loads(out)["outcome"] == "closed"
+    if command != "call --no-task":  # a held round's answer is the call's result itself
+        assert f"The page has the answer to 'Close 1 ticket for {customer}?'; following the task." in err
+    assert _events(server.url, ticket_id) == ["created", "closed"]
+
+
+def test_a_script_call_that_cancels_on_a_question_cancels_one_that_waits_for_a_person(server: Served) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    [ticket_id] = _tickets(server.url, customer, 1)
+    done = _run("call", server.url, "bulk_close_tickets", f"customer={customer}", "--cancel-on-question")
+    assert done.returncode == 1, done.stderr
+    line = re.fullmatch(
+        rf"longtools: task (\S+) asks 'Close 1 ticket for {customer}\?' "
+        r"\(--cancel-on-question\): task \1: cancelled",
+        done.stderr.splitlines()[-1],
+    )
+    assert line, done.stderr
+    assert get_task(server.url, line.group(1))["status"] == "cancelled"
+    assert _events(server.url, ticket_id) == ["created"]
+
+
 def test_task_cancel_says_what_became_of_the_task(server: Served) -> None:
     finished = _start(server.url, "slow_compute", {"seconds": 0})
     wait_for_task(server.url, finished, lambda task: task["status"] == "completed")
@@ -158,12 +250,16 @@ def test_task_answer_refuses_a_key_or_a_field_the_task_does_not_ask(server: Serv
     post(server.url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS)
 
 
-def test_tools_lists_each_tool_with_its_description(server: Served) -> None:
+def test_tools_lists_each_tool_with_its_description_and_that_a_call_may_run_as_a_task(
+    server: Served,
+) -> None:
+    """Review N9: at 2026-07-28 a tool declares no task support; a server that advertises the Tasks
+    extension in server/discover may answer any call with a task (SEP-2663: it decides per call)."""
     done = _run("tools", server.url)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert re.fullmatch(r"TOOL +TASK +DESCRIPTION", lines[0])
-    assert any(re.fullmatch(r"echo +- +Return the text unchanged\.", line) for line in lines), lines
+    assert any(re.fullmatch(r"echo +may +Return the text unchanged\.", line) for line in lines), lines
     assert any(line.startswith("slow_compute ") and "Sleeps (durably)" in line for line in lines)
     raw = _run("tools", server.url, "--raw")
     assert {"echo", "slow_compute"} <= {tool["name"] for tool in json.loads(raw.stdout)}

@@ -12,12 +12,12 @@ from rich.console import Console
 
 from longtools.client._forms import (
     CHOICE_PROMPT,
-    URL_PROMPT,
+    PAGE_HINT,
     FormError,
     FormPrompter,
     content_from_pairs,
     missing_required,
-    url_prompt,
+    show_link,
 )
 
 HELPDESK = {
@@ -450,29 +450,27 @@ def test_missing_required_names_required_fields_without_a_default() -> None:
     assert missing_required(schema, {"a": "1", "c": "2"}) == []
 
 
-# --- url_prompt -----------------------------------------------------------------------------------
+# --- show_link ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("answers", "action"), [(("y",), "accept"), (("n",), "decline"), ((), "cancel")])
-def test_url_prompt_asks_whether_the_user_finished(answers: tuple[str, ...], action: str) -> None:
+def test_a_link_is_shown_with_its_site_and_nothing_is_asked() -> None:
+    """A URL request is answered on its page: the link is shown in full, with its site, and no
+    prompt waits for a key that could answer it."""
     out = io.StringIO()
-    script = Script(*answers)
-    result = url_prompt(
-        Console(file=out, width=100), "Connect your account", "https://auth.example.com/x?y=1", ask=script
-    )
-    assert result.action == action
-    assert result.content is None
-    assert script.prompts == [URL_PROMPT]
-    assert "Connect your account" in out.getvalue()
-    assert "Link: https://auth.example.com/x?y=1" in out.getvalue()
-    assert "Site: auth.example.com" in out.getvalue()
+    console = Console(file=out, width=100)
+    show_link(console, "Connect your account", "https://auth.example.com/x?y=1", PAGE_HINT)
+    shown = out.getvalue()
+    assert "Connect your account" in shown
+    assert "Link: https://auth.example.com/x?y=1" in shown
+    assert "Site: auth.example.com" in shown
+    assert PAGE_HINT in shown.replace("\n", " ")
+    assert "not https" not in shown
 
 
-def test_url_prompt_asks_again_after_another_answer_and_flags_plain_http() -> None:
+def test_a_plain_http_link_is_flagged_and_control_characters_are_removed() -> None:
     out = io.StringIO()
-    script = Script("later", "yes")
-    result = url_prompt(Console(file=out, width=100), "m", "http://example.com/", ask=script)
-    assert result.action == "accept"
-    assert script.prompts == [URL_PROMPT, URL_PROMPT]
-    assert "! Type y or n." in out.getvalue()
-    assert "not https" in out.getvalue()
+    show_link(Console(file=out, width=100), "Sign \x1b[31min", "http://example.com/\x1b[0m", "hint")
+    shown = out.getvalue()
+    assert "\x1b" not in shown
+    assert "Link: http://example.com/[0m" in shown
+    assert "Note: this link is not https." in shown

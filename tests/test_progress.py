@@ -4,21 +4,43 @@ HTTP against a real ``longtools serve`` (``tests.progress_tools``).
 ``report(message, progress=, total=)`` is one call for workflow code and activities alike: a task
 shows it as ``statusMessage`` (with "(3/10)") and ``_meta``; a held round (MRTR, or a 2025-era
 call) as progress notifications whose value grows across rounds, never restarting at 1.
+
+A task of steps (``stepped``: its workflow's k of 3 steps done, each step's activity j of 10 parts)
+has one progress, k + j/10 of 3, which never runs backwards: in ``tasks/get``, in a held call's
+notifications, in the terminal (tests/test_terminal_client.py) and on the task's page, in Chromium.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import queue
+import re
 import secrets
-from collections.abc import Iterator
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
+from tests.browser import chromium
 from tests.conftest import Served, start_server
-from tests.wire import TASKS_EXTENSION, Legacy, eventually, meta, post, result, sse_lines, wait_for_task
+from tests.test_terminal_client import ENV, LONGTOOLS
+from tests.wire import (
+    TASKS_EXTENSION,
+    Legacy,
+    eventually,
+    headers_for,
+    meta,
+    post,
+    result,
+    sse_lines,
+    wait_for_task,
+)
 
 TASKS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 FORM: dict[str, Any] = {"elicitation": {"form": {}}}
@@ -145,3 +167,224 @@ def test_a_tool_error_from_an_activity_is_logged_as_an_outcome(served: Served) -
     assert outcome["level"] == "info"
     failed = [line for line in served.log_text().splitlines() if "Completing activity as failed" in line]
     assert failed == [], failed  # an outcome, not a warning with a traceback
+
+
+STAGES: list[tuple[str, str, float]] = [
+    # The file that lets the stepped task on, the statusMessage it then shows, its progress of 3.
+    ("1.5", "Copying part 5 of 10 (0.5/3)", 0.5),
+    ("1.10", "Copying part 10 of 10 (1/3)", 1),
+    ("1.end", "Step 2 of 3 (1/3)", 1),
+    ("2.5", "Copying part 5 of 10 (1.5/3)", 1.5),
+    ("2.10", "Copying part 10 of 10 (2/3)", 2),
+    ("2.end", "Step 3 of 3 (2/3)", 2),
+    ("3.5", "Copying part 5 of 10 (2.5/3)", 2.5),
+    ("3.10", "Copying part 10 of 10 (3/3)", 3),
+]
+
+
+def _stepped(url: str, tmp_path: Path) -> tuple[str, Path]:
+    gate = tmp_path / f"gate-{secrets.token_hex(3)}"
+    return _start(url, "stepped", {"gate": str(gate)}), gate
+
+
+def _let_on(gate: Path, stage: str) -> None:
+    Path(f"{gate}.{stage}").touch()
+
+
+def _showing(message: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda task: task.get("statusMessage") == message
+
+
+def _nondecreasing(values: list[float]) -> bool:
+    return all(earlier <= later for earlier, later in itertools.pairwise(values))
+
+
+def test_a_workflows_steps_and_its_activitys_parts_are_one_progress_that_never_runs_backwards(
+    served: Served, tmp_path: Path
+) -> None:
+    """Ours: k of 3 steps done and a running step's activity at j of 10 read as k + j/10 of 3 in
+    ``statusMessage`` and ``_meta``, every read along the way (the moment between an activity's
+    end and the workflow's next report included) no lower than the one before."""
+    task_id, gate = _stepped(served.url, tmp_path)
+    read: list[dict[str, Any]] = []
+
+    def shows(message: str) -> Any:
+        def ready(task: dict[str, Any]) -> bool:
+            read.append(task)
+            return task.get("statusMessage") == message
+
+        return ready
+
+    first = wait_for_task(served.url, task_id, shows("Step 1 of 3 (0/3)"))
+    assert first["_meta"][PROGRESS] == {"progress": 0, "total": 3}
+    for stage, message, progress in STAGES:
+        _let_on(gate, stage)
+        shown = wait_for_task(served.url, task_id, shows(message))
+        assert shown["_meta"][PROGRESS] == {"progress": progress, "total": 3}, shown
+    _let_on(gate, "3.end")
+    done = wait_for_task(served.url, task_id, lambda task: task["status"] == "completed")
+    assert done["result"]["content"][0]["text"] == "stepped"
+    numbers = [task["_meta"][PROGRESS] for task in read if PROGRESS in task.get("_meta", {})]
+    assert {number["total"] for number in numbers} == {3}, numbers  # never an activity's 10
+    assert _nondecreasing([number["progress"] for number in numbers]), numbers
+
+
+def test_a_second_activity_in_the_same_step_does_not_take_the_progress_back(
+    served: Served, tmp_path: Path
+) -> None:
+    """Ours: a step whose first activity reached 10 of 10 stays that far while a second activity
+    of the same step starts over at 5 of 10 (its message is shown; its share is behind)."""
+    gate = tmp_path / f"gate-{secrets.token_hex(3)}"
+    task_id = _start(served.url, "two_in_a_step", {"gate": str(gate)})
+    for stage, message in [
+        ("1.5", "Copying part 5 of 10 (0.5/2)"),
+        ("1.10", "Copying part 10 of 10 (1/2)"),
+        ("1.end", None),
+        ("2.5", "Copying part 5 of 10 (1/2)"),
+    ]:
+        _let_on(gate, stage)
+        if message is not None:
+            wait_for_task(served.url, task_id, _showing(message))
+    for stage in ("2.10", "2.end"):
+        _let_on(gate, stage)
+    done = wait_for_task(served.url, task_id, lambda task: task["status"] == "completed")
+    assert done["result"]["content"][0]["text"] == "two"
+
+
+class _Lines:
+    """A process's stream, read line by line on a thread: each line waited for with a bound."""
+
+    def __init__(self, stream: Any) -> None:
+        self.seen: list[str] = []
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self._lines.put(line)
+
+    def until(self, line: str, within: float = 30) -> None:
+        while line not in self.seen:
+            self.seen.append(self._lines.get(timeout=within).rstrip("\n"))
+
+
+def test_the_terminal_shows_the_one_progress_of_a_task_of_steps(served: Served, tmp_path: Path) -> None:
+    """Ours (review N3): task watch's count is k + j/10 of 3, never an activity's j/10, and its
+    message says the numbers once (the "(0.5/3)" of statusMessage is the count's)."""
+    task_id, gate = _stepped(served.url, tmp_path)
+    watch = subprocess.Popen(
+        [LONGTOOLS, "task", "watch", served.url, task_id],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    try:
+        lines = _Lines(watch.stderr)
+        lines.until("task working 0/3: Step 1 of 3")
+        for stage, message, progress in STAGES:
+            _let_on(gate, stage)
+            lines.until(f"task working {progress:g}/3: {message.rpartition(' (')[0]}")
+        _let_on(gate, "3.end")
+        assert watch.wait(timeout=30) == 0
+        assert watch.stdout is not None and watch.stdout.read() == "stepped\n"
+    finally:
+        watch.kill()
+        watch.communicate()
+    counts = [re.match(r"task working ([\d.]+)/3: ", line) for line in lines.seen]
+    assert all(counts), lines.seen  # every one of 3, never of 10
+    assert _nondecreasing([float(count.group(1)) for count in counts if count]), lines.seen
+
+
+class _HeldCall(threading.Thread):
+    """A tools/call on MRTR rounds (no tasks extension) with a progressToken, read as it streams:
+    the progress notifications as they come, then the final result."""
+
+    def __init__(self, url: str, name: str, arguments: dict[str, Any]) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.params: dict[str, Any] = {"name": name, "arguments": arguments}
+        self.progress: list[tuple[float, float | None, str | None]] = []
+        self.outcome: dict[str, Any] | None = None
+
+    def run(self) -> None:
+        for turn in range(40):
+            self.params["_meta"] = meta(FORM, progressToken=f"p{turn}")
+            body = {"jsonrpc": "2.0", "id": turn, "method": "tools/call", "params": self.params}
+            headers = headers_for("tools/call", self.params)
+            message: dict[str, Any] = {}
+            with httpx.stream("POST", self.url, json=body, headers=headers, timeout=120) as response:
+                if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                    response.read()
+                    message = response.json()
+                for message in sse_lines(response.iter_lines()):
+                    self.progress += _progress([message])
+                    if message.get("id") == turn:
+                        break
+            if "result" not in message:
+                return
+            answer = message["result"]
+            if answer.get("resultType") != "input_required":
+                self.outcome = answer
+                return
+            assert not answer.get("inputRequests"), answer  # the stepped task asks nothing
+            self.params = {**self.params, "requestState": answer["requestState"]}
+
+
+def test_a_held_call_is_told_the_same_one_progress_as_tasks_get(served: Served, tmp_path: Path) -> None:
+    """Ours: each progress notification of a held call carries the task's one progress (of 3,
+    never an activity's 10), each larger than the last (MCP's rule), in step with ``tasks/get``."""
+    gate = tmp_path / f"gate-{secrets.token_hex(3)}"
+    call = _HeldCall(served.url, "stepped", {"gate": str(gate)})
+    call.start()
+    expected: list[tuple[float, float | None, str | None]] = []
+    for stage, message, progress in STAGES:
+        _let_on(gate, stage)
+        said = message.rpartition(" (")[0]
+        if progress > (expected[-1][0] if expected else 0):
+            expected.append((progress, 3, said))
+            eventually(lambda: list(call.progress), lambda seen: len(seen) >= len(expected))
+    _let_on(gate, "3.end")
+    call.join(timeout=60)
+    assert call.outcome is not None and call.outcome["content"][0]["text"] == "stepped", call.outcome
+    assert call.progress == expected
+
+
+def test_the_tasks_page_shows_the_one_progress_and_it_never_runs_backwards(
+    served: Served, tmp_path: Path
+) -> None:
+    """Ours: the task's page in Chromium, following it live, shows k + j/10 of 3; every value its
+    bar took (recorded in the page as the bar changed) no lower than the one before."""
+    task_id, gate = _stepped(served.url, tmp_path)
+    wait_for_task(served.url, task_id, lambda task: task.get("statusMessage") == "Step 1 of 3 (0/3)")
+    with chromium() as browser:
+        page = browser.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(f"{served.base}/tasks/{task_id}")
+        words = page.locator("#live .progress span")
+        expect(words).to_have_text("0 of 3")
+        page.evaluate(
+            """() => {
+                window.seen = [];
+                const note = () => {
+                    const bar = document.querySelector("#live progress");
+                    const words = document.querySelector("#live .progress span");
+                    if (bar && words) window.seen.push([Number(bar.value), words.textContent]);
+                };
+                note();
+                new MutationObserver(note).observe(
+                    document.querySelector("#live"), {childList: true, subtree: true, attributes: true}
+                );
+            }"""
+        )
+        for stage, _, progress in STAGES:
+            _let_on(gate, stage)
+            expect(words).to_have_text(f"{progress:g} of 3")
+        _let_on(gate, "3.end")
+        expect(page.locator("#live")).to_have_attribute("data-done", "true")
+        seen: list[tuple[float, str]] = [tuple(shown) for shown in page.evaluate("window.seen")]
+    percents = [round(100 * progress / 3, 1) for _, _, progress in STAGES]
+    assert set(percents) <= {percent for percent, _ in seen}, seen
+    assert _nondecreasing([percent for percent, _ in seen]), seen
+    assert all(words.endswith(" of 3") for _, words in seen), seen  # never an activity's "of 10"

@@ -3,7 +3,9 @@
 A ``tools/call`` answered with ``resultType: "task"`` (a flat ``CreateTaskResult``) is followed
 here: ``tasks/get`` every ``pollIntervalMs``, its input requests answered through the same
 ``answer`` function the MRTR rounds use (``tasks/update``), until the task ends with its
-``CallToolResult``. Tasks are the wire's JSON objects (``DetailedTask``), read where they are used.
+``CallToolResult``. A URL-mode request is not answered here: its page takes the answer, and the
+task moves on once it has it (``idle`` is where the caller waits meanwhile). Tasks are the wire's
+JSON objects (``DetailedTask``), read where they are used.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class Follower:
 
     answer: Answer
     on_update: Callable[[Task], None] = lambda task: None
+    idle: Callable[[float], None] = time.sleep
+    """Waits the seconds until the next ``tasks/get``: a terminal watches its keys meanwhile."""
     detach: bool = False
     """Stop at the task's creation (raise ``Detached``) instead of following it."""
     current: str | None = field(default=None, init=False)
@@ -118,18 +122,29 @@ class Follower:
                 self.current = None
                 raise TaskCancelled(task_id)
             # A server may list an answered key until its workflow takes the answer: ask once.
+            # A URL request is answered on its page, never here (the task moves on once it is).
             asked = task.get("inputRequests")
             pending = {
                 key: request
                 for key, request in (asked if isinstance(asked, dict) else {}).items()
-                if key not in answered and isinstance(request, dict)
+                if key not in answered and isinstance(request, dict) and not on_a_page(request)
             }
             if status == "input_required" and pending:
                 responses = {key: self.answer(key, request) for key, request in pending.items()}
                 update_task(connection, task_id, responses, capabilities)
                 answered |= set(responses)
                 continue
-            time.sleep(poll_seconds(task, poll_ms))
+            self.idle(poll_seconds(task, poll_ms))
+
+
+def on_a_page(request: Mapping[str, Any]) -> bool:
+    """Whether an input request is a URL-mode elicitation: answered where its link leads."""
+    params = request.get("params")
+    return (
+        request.get("method") == "elicitation/create"
+        and isinstance(params, dict)
+        and params.get("mode") == "url"
+    )
 
 
 def is_not_found(exc: RpcError) -> bool:

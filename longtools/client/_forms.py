@@ -4,7 +4,7 @@ A form-mode elicitation carries a flat ``requestedSchema``: an object whose prop
 primitives (string, number, integer, boolean, single-select enum, multi-select array of enum).
 ``FormPrompter`` asks for each property in schema order and answers with an ``ElicitResult``;
 ``content_from_pairs`` builds the same content from ``--answer key=value`` pairs without asking;
-``url_prompt`` handles URL mode, where the user finishes in a browser.
+``show_link`` shows a URL-mode request, which the person answers on its page, asking nothing.
 
 Everything shown comes from the server, so it is printed as plain text: rich markup in a title is
 not interpreted, and control characters (terminal escape sequences, bidi overrides) are removed.
@@ -31,19 +31,27 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHOICE_PROMPT",
-    "URL_PROMPT",
+    "PAGE_HINT",
+    "PAGE_HINT_HELD",
     "FormError",
     "FormPrompter",
     "content_from_pairs",
     "missing_required",
-    "url_prompt",
+    "show_link",
 ]
 
 CHOICE_PROMPT: Final = "Answer, decline or cancel? [A/d/c] "
 """Asked once before the fields; Enter answers."""
 
-URL_PROMPT: Final = "Open the link and finish there. Done? [y/n] "
-"""Asked after a URL-mode elicitation's link is shown."""
+PAGE_HINT: Final = (
+    "Answer it on that page: this follows the task and goes on once the page has your answer. "
+    "Press d to decline going to the page, Ctrl-C to stop following."
+)
+"""Shown under the link of a question a task waits for (a URL request, or a link in ``_meta``)."""
+PAGE_HINT_HELD: Final = (
+    "Answer it on that page: the call goes on once the page has your answer. Ctrl-C stops waiting."
+)
+"""Shown under the link of a URL request in an MRTR round (the round is held, no key is read)."""
 
 _HOW_TO_ANSWER: Final = "Press Enter to answer, d to decline, c to cancel."
 _TRUE: Final = frozenset({"y", "yes", "true", "1"})
@@ -570,33 +578,17 @@ def _missing(form: _Form, pairs: Mapping[str, str]) -> list[str]:
     return [f.name for f in form.fields if f.required and not f.has_default and f.name not in pairs]
 
 
-def url_prompt(
-    console: Console, message: str, url: str, *, ask: Callable[[str], str] | None = None
-) -> ElicitResult:
-    """Show a URL-mode elicitation and ask whether the user finished there.
-
-    The link is shown in full with its site, for the user to judge before opening it; nothing
-    is opened or fetched here. "accept" only says the user went through with it: the server
-    checks on the retry whether the out-of-band step is really done.
-    """
-    asker = ask if ask is not None else _terminal_ask(console)
-    _heading(console, message)
+def show_link(console: Console, message: str, url: str, hint: str) -> None:
+    """Show a question a person answers on its page: what it asks, its link in full with its site
+    (for the person to judge before opening it; nothing is opened or fetched here), and ``hint``,
+    what happens meanwhile. Nothing is asked: the page takes the answer."""
+    _heading(console, message or "A question waits for you on its page")
     console.print(Text(f"Link: {_one_line(url)}"), soft_wrap=True)
     parts = urlsplit(_one_line(url))
     console.print(Text(f"Site: {parts.hostname or '(none)'}", style="bold"), soft_wrap=True)
     if parts.scheme != "https":
         console.print(Text("Note: this link is not https.", style="yellow"), soft_wrap=True)
-    try:
-        while True:
-            answer = asker(URL_PROMPT).strip().lower()
-            if answer in _TRUE:
-                return _elicit_result(action="accept")
-            if answer in _FALSE:
-                return _elicit_result(action="decline")
-            console.print(Text("! Type y or n.", style="red"), soft_wrap=True)
-    except EOFError:
-        console.print()
-        return _elicit_result(action="cancel")
+    console.print(Text(hint, style="dim"), soft_wrap=True)
 
 
 def _elicit_result(action: Literal["accept", "decline", "cancel"], content: Any = None) -> ElicitResult:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shlex
 import sys
 import time
@@ -34,9 +35,11 @@ from longtools.client._follow import (
     cancel_task,
     get_task,
     is_not_found,
+    on_a_page,
     poll_seconds,
     update_task,
 )
+from longtools.client._pages import DECLINE_KEYS, Keys, PageQuestion, page_questions, without_links
 from longtools.client._wire import ClientError, Connection, RpcError
 
 if TYPE_CHECKING:
@@ -59,6 +62,14 @@ class Interrupted(Exception):
     """Ctrl-C at a prompt."""
 
 
+class Declined(Exception):
+    """The person pressed the key that declines going to the page of the questions a task waits for."""
+
+    def __init__(self, questions: Sequence[PageQuestion]) -> None:
+        super().__init__("declined")
+        self.questions = list(questions)
+
+
 class Unanswered(Exception):
     """A question no ``--answer`` answers, met without a terminal to ask it at."""
 
@@ -77,11 +88,14 @@ class Terminal:
     answers: Mapping[str, str] = field(default_factory=dict)
     """``--answer field=value`` pairs, used for any form whose fields they name."""
     interactive: bool = field(default_factory=lambda: sys.stdin.isatty())
-    waits_for_pages: bool = False
-    """Whether a question answered on a page (a URL request) is waited for without a terminal,
-    the person answering in a browser meanwhile (``task watch``), instead of left waiting."""
-    live: bool = field(default_factory=lambda: sys.stderr.isatty())
-    """A spinner and a bar on stderr; else a log-like line per change."""
+    cancel_on_question: bool = False
+    """Without a terminal, a question a person answers on its page ends the following (raises
+    ``Unanswered``, for ``call --cancel-on-question`` to cancel the task) instead of waiting."""
+    live: bool = field(default_factory=lambda: sys.stderr.isatty() and os.environ.get("TERM") != "dumb")
+    """A spinner and a bar on stderr (a terminal that can redraw a line); else a log-like line per
+    change."""
+    pages: dict[str, PageQuestion] = field(default_factory=dict)
+    """The questions the task waits for on their pages, each shown once (by key)."""
     _console: Console | None = None
     _status: Status | None = None
     _bar: Progress | None = None
@@ -90,6 +104,7 @@ class Terminal:
     """The furthest the progress has been: the bar never runs backwards."""
     _started: float = field(default_factory=time.monotonic)
     _last: str = ""
+    _keys: Keys | None = None
 
     @property
     def err(self) -> Console:
@@ -181,21 +196,91 @@ class Terminal:
             self._bar = None
             self._bar_id = None
 
+    def close(self) -> None:
+        """Stop the live display and give the terminal its own mode back (before a prompt, and
+        when a command ends)."""
+        self.pause()
+        if self._keys is not None:
+            self._keys.off()
+
     def on_task(self, task: Task) -> None:
         status = task["status"]
+        if status == "completed":  # it went on past its questions: the pages had the answers
+            self._follow_pages({"status": status})
         if status not in ("working", "input_required"):
             return
+        self._follow_pages(task)
         message = task.get("statusMessage")
-        message = message if isinstance(message, str) else None
+        message = without_links(message if isinstance(message, str) else None, self.pages)
+        if self.pages and not message:
+            message = "waiting for the answer on its page"
         meta = task.get("_meta")
         reported = meta.get(PROGRESS_META) if isinstance(meta, dict) else None
         if isinstance(reported, dict) and _is_number(reported.get("progress")):
             total = reported.get("total")
-            self.progress(
-                reported["progress"], total if _is_number(total) else None, message, f"task {status}"
-            )
+            total = total if _is_number(total) else None
+            # The numbers are in the bar's count: the message says them once, not twice.
+            message = _without_numbers(message, reported["progress"], total)
+            self.progress(reported["progress"], total, message, f"task {status}")
         else:
             self.show(f"task {status}", message)
+
+    def _follow_pages(self, task: Task) -> None:
+        """Show the link of each new question the task waits for on a page, and say when the page
+        has the answer to one shown (it is no longer open)."""
+        now = page_questions(task)
+        for key, question in self.pages.items():
+            if key not in now:
+                said = f" to {_one_line(question.message)!r}" if question.message else ""
+                self.say(f"The page has the answer{said}; following the task.")
+        for key, question in now.items():
+            shown = self.pages.get(key)
+            if shown is None:
+                self._show_page(question)
+            elif not question.message and shown.message:
+                now[key] = PageQuestion(key, shown.message, question.link, question.asked)
+        self.pages = now
+        if not now and self._keys is not None:
+            self._keys.off()
+
+    def _show_page(self, question: PageQuestion, *, held: bool = False) -> None:
+        from longtools.client._forms import PAGE_HINT, PAGE_HINT_HELD, _clean, show_link
+
+        self.pause()
+        if self.interactive:
+            show_link(self.err, question.message, question.link, PAGE_HINT_HELD if held else PAGE_HINT)
+            return
+        if self.cancel_on_question and not held:
+            raise Unanswered(question.message, [], question.link)
+        asks = _clean(question.message) if question.message else "a question"
+        self.say(f"{asks}: a person answers it on its page: {_clean(question.link)}")
+
+    def idle(self, seconds: float) -> None:
+        """Wait ``seconds`` before the task is read again; while it waits for a person's page,
+        watch the keys for the one that declines going there.
+
+        Raises:
+            Declined: that key was pressed.
+        """
+        if not (self.interactive and self.pages) or (self._keys is not None and self._keys.ended):
+            time.sleep(seconds)
+            return
+        if self._keys is None:
+            self._keys = Keys(sys.stdin.fileno())
+        self._keys.on()
+        deadline = time.monotonic() + seconds
+        hinted = False
+        while (left := deadline - time.monotonic()) > 0:
+            typed = self._keys.read(left)
+            if self._keys.ended:
+                time.sleep(max(deadline - time.monotonic(), 0))
+                return
+            if DECLINE_KEYS & set(typed):
+                self.close()
+                raise Declined(list(self.pages.values()))
+            if typed and not hinted:  # y, n, Enter: a habit of the old y/n prompt, which is gone
+                self.say("The task goes on by itself once the page has the answer: d declines, Ctrl-C stops.")
+                hinted = True
 
     def on_notification(self, message: Mapping[str, Any]) -> None:
         params = message.get("params")
@@ -222,23 +307,17 @@ class Terminal:
         from longtools.client._forms import (  # only when a tool asks: it loads jsonschema and rich
             FormError,
             FormPrompter,
-            _clean,
             content_from_pairs,
             missing_required,
-            url_prompt,
         )
 
-        self.pause()
+        self.close()
         message = str(params.get("message", ""))
         if params.get("mode") == "url":
-            page = str(params.get("url", ""))
-            if not self.interactive and self.waits_for_pages:
-                self.say(f"{_clean(message)}: a person answers it on its page: {_clean(page)}")
-                return {"action": "accept"}  # "shown": the page takes the answer, the task moves on
-            if not self.interactive:
-                raise Unanswered(message, [], page)
-            with _prompting():
-                return _wire_answer(url_prompt(self.err, message, page))
+            # An MRTR round's URL request (a task's is never answered here, see Follower): shown,
+            # and "accept" says so; the server holds the next round until the page has the answer.
+            self._show_page(PageQuestion("", message, str(params.get("url", "")), True), held=True)
+            return {"action": "accept"}
         schema = params.get("requestedSchema")
         schema = schema if isinstance(schema, dict) else {}
         fields = schema.get("properties", {})
@@ -274,7 +353,10 @@ class Terminal:
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 if structured is not None and _same_json(block["text"], structured):
                     continue  # the text form of structuredContent, shown below as JSON
-                (self.say if failed else self.out)(block["text"])
+                if failed:  # an error, said on stderr like every other one the CLI prints
+                    self.say(f"longtools: tool error: {block['text']}")
+                else:
+                    self.out(block["text"])
             else:
                 self.out(f"[{block.get('type')} content]")
         if structured is not None:
@@ -284,6 +366,22 @@ class Terminal:
 
 def _described(state: str, message: str | None) -> str:
     return state + (f" · {message}" if message else "")
+
+
+def _without_numbers(message: str | None, progress: float, total: float | None) -> str | None:
+    """``message`` without the "(3/10)" a server adds for clients that show only the message."""
+    if not message:
+        return message
+    numbers = f"{progress:g}" + ("" if total is None else f"/{total:g}")
+    if message == numbers:
+        return None
+    return message.replace(f" ({numbers})", "", 1)
+
+
+def _one_line(text: str) -> str:
+    from longtools.client._forms import _one_line as one_line  # loaded once a page question is shown
+
+    return one_line(text)
 
 
 def _is_number(value: Any) -> bool:
@@ -340,6 +438,7 @@ class CallRequest:
 
 def call(request: CallRequest, terminal: Terminal) -> int:
     terminal.answers = _pairs(request.answers, "--answer")
+    terminal.cancel_on_question = request.cancel_on_question
     if request.detach and not request.task:
         raise ClientError("--detach needs the tasks extension; drop --no-task")
     caps = _capabilities(request.task)
@@ -351,7 +450,9 @@ def call(request: CallRequest, terminal: Terminal) -> int:
         raise ClientError(f"the server has no tool {request.tool!r} (it has: {known})")
     schema = tool.get("inputSchema")
     arguments = _arguments(schema if isinstance(schema, dict) else {}, request.pairs, request.json_args)
-    follower = Follower(answer=terminal.answer_wire, on_update=terminal.on_task, detach=request.detach)
+    follower = Follower(
+        answer=terminal.answer_wire, on_update=terminal.on_task, idle=terminal.idle, detach=request.detach
+    )
     try:
         result = _call_rounds(connection, request.tool, arguments, caps, terminal, follower)
     except Detached as detached:
@@ -364,6 +465,11 @@ def call(request: CallRequest, terminal: Terminal) -> int:
             needed = " ".join(f"--answer {name}=..." for name in unanswered.fields)
             raise ClientError(f"the tool asks {unanswered.message!r}; answer it with {needed}") from None
         return _left_waiting(connection, follower.current, unanswered, request.url, terminal, request)
+    except Declined as declined:
+        assert follower.current is not None  # only a task's questions wait for a key
+        return _declined(connection, follower.current, declined, request.url, terminal)
+    finally:
+        terminal.close()
     return terminal.result(result, request.raw)
 
 
@@ -452,9 +558,24 @@ def _left_waiting(
     return WAITING_EXIT
 
 
+def _declined(connection: Connection, task_id: str, declined: Declined, url: str, terminal: Terminal) -> int:
+    """The person will not go to the page: said to the server (a URL request's ``decline``, which
+    answers nothing: the task goes on waiting for its page), and how to follow or cancel the task."""
+    asked = {question.key: {"action": "decline"} for question in declined.questions if question.asked}
+    if asked:
+        with contextlib.suppress(RpcError):  # the page may have had the answer just before
+            update_task(connection, task_id, asked, TASK_CAPS)
+    first = declined.questions[0]
+    return _left_waiting(
+        connection, task_id, Unanswered(first.message or "its question", [], first.link), url, terminal, None
+    )
+
+
 def _interrupted(connection: Connection, follower: Follower, terminal: Terminal, url: str) -> int:
     """Ctrl-C: a running task may be cancelled on the server or left running (its id is printed)."""
-    terminal.pause()
+    terminal.close()
+    if terminal.interactive or terminal.live:
+        terminal.say("")  # the terminal echoed "^C" where the cursor was: what follows starts below it
     task_id = follower.current
     if task_id is None:
         terminal.say("interrupted")
@@ -477,28 +598,40 @@ def _interrupted(connection: Connection, follower: Follower, terminal: Terminal,
 
 
 def tools(url: str, token: str | None, raw: bool, terminal: Terminal) -> int:
-    """The server's tools: name, whether a call runs as a task, title or description."""
-    listed = _list_tools(Connection(url, token), TASK_CAPS)
+    """The server's tools: name, whether the server may answer a call with a task, title or description."""
+    connection = Connection(url, token)
+    listed = _list_tools(connection, TASK_CAPS)
     if raw:
         terminal.out(json.dumps(listed, ensure_ascii=False, separators=(",", ":")))
         return 0
     if not listed:
         terminal.out("the server has no tools")
         return 0
+    as_task = _runs_as(connection)
     rows = [("TOOL", "TASK", "DESCRIPTION")]
-    rows += [(str(tool.get("name")), _runs_as(tool), _summary(tool)) for tool in listed]
+    rows += [(str(tool.get("name")), as_task, _summary(tool)) for tool in listed]
     width = max(len(name) for name, _, _ in rows)
     for name, runs, summary in rows:
         terminal.out(f"{name:<{width}}  {runs:<4}  {summary}".rstrip())
     return 0
 
 
-def _runs_as(tool: Mapping[str, Any]) -> str:
-    """``execution.taskSupport`` as a word: "yes" (required or optional: this client declares the
-    extension), "no" (forbidden), "-" (not said: at 2026-07-28 a server decides per call)."""
-    execution = tool.get("execution")
-    support = execution.get("taskSupport") if isinstance(execution, dict) else None
-    return {"required": "yes", "optional": "yes", "forbidden": "no"}.get(str(support), "-")
+def _runs_as(connection: Connection) -> str:
+    """Whether a call may run as a task, as 2026-07-28 says it: "may" when ``server/discover``
+    advertises the Tasks extension, "no" when it does not (then no call ever does), "-" when the
+    server does not say (no ``server/discover``).
+
+    The same for every tool: under the extension (SEP-2663) the server decides per call, and a tool
+    declares nothing (2025-11-25's ``execution.taskSupport`` is not in the 2026-07-28 ``Tool``). A
+    2025-11-25 listing would describe another revision's calls, and a ``_meta`` key one server's.
+    """
+    try:
+        found = connection.request("server/discover", {}, TASK_CAPS)
+    except RpcError:
+        return "-"
+    capabilities = found.get("capabilities")
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return "may" if isinstance(extensions, dict) and TASKS_EXTENSION in extensions else "no"
 
 
 def _summary(tool: Mapping[str, Any]) -> str:
@@ -528,16 +661,22 @@ def task_get(url: str, task_id: str, token: str | None, raw: bool, terminal: Ter
     if raw:
         terminal.out(json.dumps(task, ensure_ascii=False, separators=(",", ":")))
         return 0
-    message = task.get("statusMessage")
+    pages = page_questions(task) if task["status"] not in FINAL else {}
+    said = task.get("statusMessage")
+    message = without_links(said if isinstance(said, str) else None, pages)  # each has a line below
     terminal.out(
         f"task {task.get('taskId', task_id)}: {task['status']}" + (f" ({message})" if message else "")
     )
-    for key, question in _asked(task).items():
+    asked = _asked(task)
+    for key, question in asked.items():
         params = question.get("params")
         text = params.get("message", "") if isinstance(params, dict) else ""
         terminal.out(f"  asks [{key}]: {text}")
-        if _on_a_page(question):  # a person's question: where they answer it
+        if on_a_page(question):  # a person's question: where they answer it
             terminal.out(f"    answer it on its page: {question['params'].get('url')}")
+    for key, page in pages.items():
+        if key not in asked:  # only its link is listed (a host spoke of it lately)
+            terminal.out(f"  waits for a person [{key}]: answer it on its page: {page.link}")
     if task["status"] == "completed" and isinstance(task.get("result"), dict):
         return terminal.result(task["result"], raw=False)
     error = task.get("error")
@@ -548,48 +687,54 @@ def task_get(url: str, task_id: str, token: str | None, raw: bool, terminal: Ter
 
 def task_watch(url: str, task_id: str, token: str | None, answers: Sequence[str], terminal: Terminal) -> int:
     terminal.answers = _pairs(answers, "--answer")
-    terminal.waits_for_pages = True
     connection = Connection(url, token)
-    follower = Follower(answer=terminal.answer_wire, on_update=terminal.on_task)
+    follower = Follower(answer=terminal.answer_wire, on_update=terminal.on_task, idle=terminal.idle)
     try:
         result = follower.follow(connection, task_id, TASK_CAPS)
     except (KeyboardInterrupt, Interrupted):
         return _interrupted(connection, follower, terminal, url)
     except Unanswered as unanswered:
         return _left_waiting(connection, task_id, unanswered, url, terminal, None)
+    except Declined as declined:
+        return _declined(connection, task_id, declined, url, terminal)
     except RpcError as exc:
         raise _task_error(exc, task_id) from None
+    finally:
+        terminal.close()
     return terminal.result(result, raw=False)
 
 
 def task_answer(
     url: str, task_id: str, token: str | None, pairs: Sequence[str], raw_json: str | None, terminal: Terminal
 ) -> int:
+    pairs, raw_json = _answer_words(pairs, raw_json)
     connection = Connection(url, token)
     task = _get(connection, task_id)
-    asked = _asked(task)
-    if task["status"] != "input_required" or not asked:
+    asked = _asked(task) if task["status"] == "input_required" else {}
+    # A person's questions: listed as URL requests, or by their links only (a host spoke lately).
+    pages = {} if task["status"] in FINAL else {key: q.link for key, q in page_questions(task).items()}
+    if not asked and not pages:
         raise ClientError(f"task {task_id} is {task['status']} and asks nothing")
     if raw_json is not None:
         responses = _json_object(raw_json, "--json")
-        unknown = sorted(set(responses) - set(asked))
+        unknown = sorted(set(responses) - set(asked) - set(pages))
         if unknown:
-            raise ClientError(
-                f"task {task_id} does not ask {', '.join(unknown)}; it asks: {', '.join(sorted(asked))}"
-            )
+            known = ", ".join(sorted({*asked, *pages}))
+            raise ClientError(f"task {task_id} does not ask {', '.join(unknown)}; it asks: {known}")
     else:
         terminal.answers = _pairs(pairs, "answer")
         terminal.interactive = False
-        fields = {name for request in asked.values() for name in _fields(request)}
+        forms = {key: request for key, request in asked.items() if key not in pages}
+        fields = {name for request in forms.values() for name in _fields(request)}
         unknown = sorted(set(terminal.answers) - fields)
-        pages = [str(request["params"].get("url")) for request in asked.values() if _on_a_page(request)]
-        if unknown and pages:
-            raise ClientError(f"task {task_id} waits for a person to answer on its page: {' '.join(pages)}")
+        if pages and (unknown or not forms):
+            links = " ".join(pages.values())
+            raise ClientError(f"task {task_id} waits for a person to answer on its page: {links}")
         if unknown:
             known = ", ".join(sorted(fields)) or "none"
             raise ClientError(f"task {task_id} asks no field {', '.join(unknown)}; it asks: {known}")
         try:
-            responses = {key: terminal.answer_wire(key, request) for key, request in asked.items()}
+            responses = {key: terminal.answer_wire(key, request) for key, request in forms.items()}
         except Unanswered as unanswered:
             needed = " ".join(f"{name}=..." for name in unanswered.fields)
             raise ClientError(
@@ -600,7 +745,13 @@ def task_answer(
     except RpcError as exc:
         raise ClientError(f"the server refused the answer: {exc.message}") from None
     after = _get(connection, task_id)
-    terminal.out(f"answered {', '.join(sorted(responses))}; task {task_id} is {after['status']}")
+    # What is said to a URL request answers nothing: its page takes the person's answer.
+    answered = [key for key in sorted(responses) if key not in pages]
+    done = [f"answered {', '.join(answered)}"] if answered else []
+    for key in sorted(responses.keys() & pages.keys()):
+        action = responses[key].get("action") if isinstance(responses[key], dict) else None
+        done.append(f"said {action} to {key} (a person answers it on its page: {pages[key]})")
+    terminal.out(f"{'; '.join(done)}; task {task_id} is {after['status']}")
     return 0
 
 
@@ -636,12 +787,6 @@ def _asked(task: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if not isinstance(asked, dict):
         return {}
     return {key: value for key, value in asked.items() if isinstance(value, dict)}
-
-
-def _on_a_page(request: Mapping[str, Any]) -> bool:
-    """Whether a question is a URL request: answered on a page, not with fields."""
-    params = request.get("params")
-    return isinstance(params, dict) and params.get("mode") == "url"
 
 
 def _fields(request: Mapping[str, Any]) -> list[str]:
@@ -682,6 +827,39 @@ def explain(exc: BaseException) -> str | None:
 
 
 # Arguments --------------------------------------------------------------------------------------
+
+
+def _answer_words(words: Sequence[str], raw_json: str | None) -> tuple[list[str], str | None]:
+    """``task answer``'s words after the task id: FIELD=VALUE pairs, or ``--json RESPONSES`` (after
+    ``--`` every word comes here, options too: ``task answer URL -- ID --json ...``).
+
+    Raises:
+        ClientError: an option other than ``--json`` among them, ``--json`` twice or without its
+            value, or pairs and ``--json`` together.
+    """
+    pairs: list[str] = []
+    rest = list(words)
+    while rest:
+        word = rest.pop(0)
+        name, sep, value = word.partition("=")
+        if name == "--json":
+            if raw_json is not None:
+                raise ClientError("--json is given twice; give the inputResponses object once")
+            if not sep:
+                if not rest:
+                    raise ClientError("--json needs a value: the inputResponses object, as JSON")
+                value = rest.pop(0)
+            raw_json = value
+        elif word.startswith("--") or (word.startswith("-") and not sep):
+            raise ClientError(
+                f"{word!r} is not an answer (FIELD=VALUE) and not an option task answer takes after "
+                "the task id; put options before the task id"
+            )
+        else:
+            pairs.append(word)
+    if pairs and raw_json is not None:
+        raise ClientError("give the answer as FIELD=VALUE pairs or as --json, not both")
+    return pairs, raw_json
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:

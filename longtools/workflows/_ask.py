@@ -388,9 +388,11 @@ def _reask(
 def report(message: str | None = None, *, progress: float | None = None, total: float | None = None) -> None:
     """Show how far the task is: its ``statusMessage`` and, with numbers, a progress bar.
 
-    ``progress`` is how much is done and ``total`` how much there is, in any unit (files, steps,
-    bytes); clients show them as progress notifications, ``_meta`` of the task and the message's
-    "(3/10)". Each call replaces what the last one said.
+    ``progress`` is how much is done and ``total`` how much there is; clients show them as
+    progress notifications, ``_meta`` of the task and the message's "(3/10)". Each call replaces
+    what the last one said. From workflow code the numbers count steps done (k of n: step k+1
+    runs); from a running activity they say how far the running step is, so the task shows one
+    progress, k + j/m of n (``tasks/_gateway.task_progress``; docs/writing-tools.md, "Progress").
 
     From workflow code it updates the task's memo (one command; keep it to changes a person
     cares about, since each is history). From inside an activity it is a heartbeat: nothing is
