@@ -173,6 +173,30 @@ class _DropHeaderValue(logging.Filter):
 _DROP_HEADER_VALUE = _DropHeaderValue()
 
 
+class _OnceForBothManagers(logging.Filter):
+    """The API runs two of the SDK's session managers (``server/_app.py``: one streams, one answers
+    in JSON), and each logs "StreamableHTTP session manager started" and "... shutting down" on the
+    same logger (``mcp.server.streamable_http_manager``); a person reads each line once. A line is
+    dropped only when it repeats the one this logger passed just before, so a later start (an app
+    made again in the same process) still says so."""
+
+    _LIFECYCLE: Final = frozenset(
+        {"StreamableHTTP session manager started", "StreamableHTTP session manager shutting down"}
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: object = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        repeated = record.msg in self._LIFECYCLE and record.msg == self._last
+        self._last = record.msg
+        return not repeated
+
+
+_ONCE_FOR_BOTH_MANAGERS = _OnceForBothManagers()
+
+
 def configure_logging(settings: Settings) -> None:
     """One renderer on stderr for structlog's events and the stdlib's (SDK, uvicorn, Temporal).
 
@@ -219,6 +243,7 @@ def configure_logging(settings: Settings) -> None:
     # uvicorn's access log would be a second line per request; ours carries more.
     logging.getLogger("uvicorn.access").disabled = True
     logging.getLogger("mcp.server.transport_security").addFilter(_DROP_HEADER_VALUE)  # added once
+    logging.getLogger("mcp.server.streamable_http_manager").addFilter(_ONCE_FOR_BOTH_MANAGERS)
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

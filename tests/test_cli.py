@@ -102,6 +102,58 @@ def test_a_port_in_use_fails_with_a_clear_message(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_second_serve_on_the_same_data_dir_is_refused_naming_the_first_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    first = start_server(tmp_path)  # its data dir is tmp_path/data; its key rings come from the environment
+    data = tmp_path / "data"
+    try:
+        names = sorted(path.name for path in data.iterdir())
+        lock = (data / "serve.lock").read_text()
+        # Without rings in the environment it would make keys.json, had it got that far.
+        no_keys = {"LONGTOOLS_STATE_KEYS": "", "LONGTOOLS_PAYLOAD_KEYS": "", "LONGTOOLS_TEMPORAL_PORT": "0"}
+        second = _run("serve", "--port", "0", "--data-dir", str(data), env=no_keys)
+        assert second.returncode == 1
+        assert second.stderr.startswith(
+            f"longtools: the data dir {data} is in use by another `longtools serve`"
+            f" (pid {first.process.pid}: longtools serve --port 0 --data-dir"
+        )
+        assert "another --data-dir (LONGTOOLS_DATA_DIR)" in second.stderr
+        assert sorted(path.name for path in data.iterdir()) == names
+        assert (data / "serve.lock").read_text() == lock
+    finally:
+        assert first.stop() == 0
+
+
+def test_the_data_dir_is_free_again_once_its_serve_is_gone_even_by_sigkill(tmp_path: Path) -> None:
+    first = start_server(tmp_path)
+    first.stop(signal.SIGKILL)  # no clean-up of its own: the kernel drops the lock
+    second = start_server(tmp_path)
+    assert second.stop() == 0
+
+
+def test_a_start_refused_for_a_port_in_use_writes_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        no_keys = {"LONGTOOLS_STATE_KEYS": "", "LONGTOOLS_PAYLOAD_KEYS": ""}
+        done = _run("serve", "--port", str(port), "--data-dir", str(data), env=no_keys)
+    assert done.returncode == 1
+    assert "address already in use" in done.stderr.lower()
+    assert not data.exists()  # no data dir, no keys.json, no lock, no temporal.db
+
+
+def test_serve_says_once_that_its_session_manager_started_and_once_that_it_stopped(tmp_path: Path) -> None:
+    """The API runs two of the SDK's session managers (one streams, one answers in JSON)."""
+    served = start_server(tmp_path)
+    assert served.stop() == 0
+    log = served.log_text()
+    assert log.count("StreamableHTTP session manager started") == 1
+    assert log.count("StreamableHTTP session manager shutting down") == 1
+
+
 def test_keygen_prints_a_key_serve_accepts() -> None:
     done = _run("keygen")
     key = done.stdout.strip()
@@ -265,7 +317,10 @@ def test_serve_with_a_temporal_address_uses_that_temporal_and_starts_none(tmp_pa
     try:
         served = start_server(tmp_path, "--conformance-fixtures", "--temporal-address", temporal.address)
         try:
-            caps: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+            caps: dict[str, Any] = {
+                "elicitation": {"form": {}},
+                "extensions": {"io.modelcontextprotocol/tasks": {}},
+            }
             created = result(
                 post(
                     served.url, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}}, caps=caps

@@ -1,17 +1,19 @@
 """The documentation's examples run, and the generated pages match what generates them.
 
 ``docs/writing-tools.md`` holds a complete tool module (the ```python block whose first line is
-``# docs_tools.py``) and two tests of it written with ``longtools.testing``: one with a replay
-(``# test_docs_tools.py``), one on a real server (``# test_docs_tools_served.py``). All are taken
-from the page as a reader would copy them: the module is loaded by a real ``longtools serve
---tools docs_tools`` and driven over raw HTTP, and the page's tests are run as written.
+``# docs_tools.py``) and two test files of it written with ``longtools.testing``: one with a
+replay and a cancel (``# test_docs_tools.py``), one on a real server
+(``# test_docs_tools_served.py``), with their ``# pytest.ini``. All are taken from the page as a
+reader would copy them: the module is loaded by a real ``longtools serve --tools docs_tools`` and
+driven over raw HTTP, and the page's tests are run as written, by ``pytest`` in their own
+directory, without a warning.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sqlite3
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -30,11 +32,14 @@ FORM_CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 
 
-def python_block(page: Path, first_line: str) -> str:
-    """The ```python block of ``page`` whose first line is ``first_line``, verbatim."""
-    blocks = [block.split("\n```", 1)[0] + "\n" for block in page.read_text().split("```python\n")[1:]]
+def python_block(page: Path, first_line: str, language: str = "python") -> str:
+    """The ```python (or ``language``) block of ``page`` whose first line is ``first_line``, verbatim."""
+    fence = f"```{language}\n"
+    blocks = [block.split("\n```", 1)[0] + "\n" for block in page.read_text().split(fence)[1:]]
     found = [block for block in blocks if block.split("\n", 1)[0] == first_line]
-    assert len(found) == 1, f"{page.name} needs exactly one python block whose first line is {first_line!r}"
+    assert len(found) == 1, (
+        f"{page.name} needs exactly one {language} block whose first line is {first_line!r}"
+    )
     return found[0]
 
 
@@ -57,12 +62,14 @@ def test_the_configuration_page_names_every_setting() -> None:
 
 @pytest.fixture(scope="module")
 def example_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The page's module and its replay test, saved as a reader would save them."""
+    """The page's module, its tests and their pytest.ini, saved as a reader would save them, in a
+    directory outside the project (no conftest.py or pytest configuration of ours above it)."""
     where = tmp_path_factory.mktemp("docs_tools")
     page = DOCS / "writing-tools.md"
     (where / "docs_tools.py").write_text(python_block(page, "# docs_tools.py"))
     for test in ("test_docs_tools.py", "test_docs_tools_served.py"):
         (where / test).write_text(python_block(page, f"# {test}"))
+    (where / "pytest.ini").write_text(python_block(page, "# pytest.ini", "ini"))
     return where
 
 
@@ -241,26 +248,35 @@ def test_without_the_tasks_extension_the_long_tool_runs_in_mrtr_rounds(
 # docs/writing-tools.md: the page's own tests, run as written ------------------------------------
 
 
-def _run_pages_test(example_dir: Path, module_name: str, test: str, tmp_path: Path) -> None:
-    sys.path.insert(0, str(example_dir))
-    try:
-        module = importlib.import_module(module_name)
-        getattr(module, test)(tmp_path)
-    finally:
-        sys.path.remove(str(example_dir))
-        for name in (module_name, "docs_tools"):
-            sys.modules.pop(name, None)
-
-
-def test_the_pages_replay_test_passes(example_dir: Path, tmp_path: Path) -> None:
-    _run_pages_test(
-        example_dir, "test_docs_tools", "test_approve_expense_pays_once_and_replays_its_history", tmp_path
+def _pytest(example_dir: Path, test_file: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``pytest TEST_FILE`` run in the page's directory, as its reader runs it: the environment's
+    pytest and plugins, the page's pytest.ini, none of this project's configuration."""
+    reader = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    return subprocess.run(
+        # --basetemp: the run's temporary directories under this test's, not beside this session's.
+        [sys.executable, "-m", "pytest", test_file, f"--basetemp={tmp_path / 'basetemp'}"],
+        cwd=example_dir,
+        env=reader,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
 
 
-def test_the_pages_test_on_a_real_server_passes(example_dir: Path, tmp_path: Path) -> None:
-    test = "test_a_claim_is_filed_approved_and_paid_on_a_real_server"
-    _run_pages_test(example_dir, "test_docs_tools_served", test, tmp_path)
+def test_the_pages_replay_and_cancel_tests_pass_without_a_warning(example_dir: Path, tmp_path: Path) -> None:
+    done = _pytest(example_dir, "test_docs_tools.py", tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "2 passed" in done.stdout, output
+    assert "warning" not in output.lower(), output
+
+
+def test_the_pages_test_on_a_real_server_passes_without_a_warning(example_dir: Path, tmp_path: Path) -> None:
+    done = _pytest(example_dir, "test_docs_tools_served.py", tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "1 passed" in done.stdout, output
+    assert "warning" not in output.lower(), output
 
 
 def test_the_pages_tests_use_only_public_names() -> None:

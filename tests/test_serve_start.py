@@ -29,6 +29,7 @@ from pathlib import Path
 from longtools.cli._launch import launch
 from longtools.temporal import DevServerStart
 start = DevServerStart(Path({str(tmp_path / "temporal.db")!r}))
+start.launch()
 start.discard()
 print(sorted({{name.split(".")[0] if not name.startswith("longtools.") else ".".join(name.split(".")[:2])
               for name in sys.modules}}))

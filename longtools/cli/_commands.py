@@ -181,7 +181,8 @@ def serve(
     """Run everything (Temporal, a worker, the API) until Ctrl-C or SIGTERM; prints the MCP URL when ready.
 
     Without --temporal-address it starts the embedded Temporal dev server with its data in
-    <data-dir>/temporal.db, so tasks survive a restart. Ports it binds, all on loopback but the
+    <data-dir>/temporal.db, so tasks survive a restart, and holds <data-dir>/serve.lock: a second
+    serve on the same data dir is refused while this one runs. Ports it binds, all on loopback but the
     API's (--host): the API's (--port), Temporal's frontend (--temporal-port), its Web UI when
     asked for (--temporal-ui-port), and two free ones for Temporal's HTTP API and metrics.
     """
@@ -381,7 +382,11 @@ def tools_(
     token: _TokenOpt = None,
     debug: _DebugOpt = False,
 ) -> None:
-    """List a server's tools: name, whether a call runs as a task, title or description."""
+    """List a server's tools: name, whether a call may run as a task, title or description.
+
+    TASK is "may" when the server advertises the Tasks extension (it then decides per call), "no"
+    when it does not, and "-" when it does not say.
+    """
     from longtools import client as _client
 
     _run_client(lambda terminal: _client.tools(url, token, raw, terminal), debug)

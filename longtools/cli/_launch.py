@@ -11,6 +11,7 @@ start; ``_running`` does the rest.
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from typing import Any, NoReturn
 
 import structlog
@@ -26,6 +27,7 @@ from longtools._settings import (
     encode_key,
     is_loopback,
 )
+from longtools.cli._datadir import DataDirInUse, DataDirLock
 from longtools.temporal import (
     KEY_FILE,
     DevServerError,
@@ -67,30 +69,40 @@ def _settings(**overrides: Any) -> Settings:
     return settings
 
 
-def _key_rings(settings: Settings, *, listen: bool, embedded: bool) -> Settings:
-    """Settings with the key rings this command needs: configured, kept by `serve`, or a refusal.
+def _given_rings(settings: Settings, *, listen: bool) -> None:
+    """Refuse an `api` or `worker` without the deployment's key rings.
 
     A key made per process would break every other replica and every restart (requestState,
     idempotency ids, every payload stored in Temporal), so only `serve`, which owns its data dir,
-    makes keys, and keeps them there; `api` and `worker` must be given the deployment's rings.
+    makes keys, and keeps them there (`_kept_rings`); `api` and `worker` must be given the rings.
     """
-    if embedded:
-        if settings.state_keys is None or settings.payload_keys is None:
-            settings = _kept_rings(settings)
-    else:
-        if listen and settings.state_keys is None:
-            fail(
-                f"{STATE_KEYS_VAR} is not set: every `longtools api` replica needs the same requestState "
-                f"key ring (a key per process breaks the other replicas and every restart); generate a "
-                f"key with: {KEYGEN_HINT}"
-            )
-        if settings.payload_keys is None:
-            fail(
-                f"{PAYLOAD_KEYS_VAR} is not set: `longtools api` and every `longtools worker` need the "
-                f"same key ring to encrypt and read what they store in Temporal; generate a key with: "
-                f"{KEYGEN_HINT}"
-            )
-    return settings
+    if listen and settings.state_keys is None:
+        fail(
+            f"{STATE_KEYS_VAR} is not set: every `longtools api` replica needs the same requestState "
+            f"key ring (a key per process breaks the other replicas and every restart); generate a "
+            f"key with: {KEYGEN_HINT}"
+        )
+    if settings.payload_keys is None:
+        fail(
+            f"{PAYLOAD_KEYS_VAR} is not set: `longtools api` and every `longtools worker` need the "
+            f"same key ring to encrypt and read what they store in Temporal; generate a key with: "
+            f"{KEYGEN_HINT}"
+        )
+
+
+def _needs_kept_rings(settings: Settings) -> bool:
+    return settings.state_keys is None or settings.payload_keys is None
+
+
+def _check_key_file(settings: Settings) -> None:
+    """Refuse a `serve` whose key file is there but unusable, reading it only (a missing one is made
+    by `_kept_rings` once every check has passed)."""
+    try:
+        read_key_file(settings.data_dir / KEY_FILE)
+    except FileNotFoundError:
+        pass
+    except KeyFileError as exc:
+        fail(str(exc))
 
 
 def _kept_rings(settings: Settings) -> Settings:
@@ -170,25 +182,87 @@ TEMPORAL_UI_PORT_OPTION = "--temporal-ui-port (LONGTOOLS_TEMPORAL_UI_PORT)"
 def launch(options: dict[str, Any], *, listen: bool, worker: bool, embedded: bool) -> NoReturn:
     """What every command does with its options: settings, socket, Temporal, tools, then run until stopped.
 
-    What can fail in one line without the server side's imports is checked first; the embedded
-    Temporal is launched before those imports and awaited only when the worker connects.
+    What can fail in one line without the server side's imports is checked first. For `serve`, these
+    checks write nothing: only once all of them have passed does it make its data dir, take its lock,
+    launch the embedded Temporal and make its key file. The embedded Temporal is launched before the
+    server side's imports and awaited only when the worker connects.
     """
-    settings = _key_rings(_settings(**options), listen=listen, embedded=embedded)
+    if not embedded:
+        settings = _settings(**options)
+        _given_rings(settings, listen=listen)
+        if listen:
+            settings = _auth_mode(settings, loopback_default=False)
+        sock = _listen(settings) if listen else None
+        _run(settings, sock=sock, temporal=None, worker=worker)
+    settings = settings_of(**options)
+    if _needs_kept_rings(settings):
+        _check_key_file(settings)
+    owns_temporal = settings.temporal_address is None
+    # One serve per data dir when it runs Temporal there: checked before the ports, whose refusal
+    # would hide the real conflict when both use the defaults.
+    lock = _lock_of(settings.data_dir) if owns_temporal else None
     if listen:
-        settings = _auth_mode(settings, loopback_default=embedded)
+        settings = _auth_mode(settings, loopback_default=True)
     sock = _listen(settings) if listen else None
-    temporal = _launch_temporal(settings, sock) if embedded and settings.temporal_address is None else None
+    temporal = _check_temporal(settings, sock) if owns_temporal else None
+    # Every check has passed: from here the start writes.
+    try:
+        _hold(lock, settings.data_dir)
+        if temporal is not None:
+            temporal.launch()
+        if _needs_kept_rings(settings):
+            settings = _kept_rings(settings)
+    except BaseException as exc:
+        if temporal is not None:
+            temporal.discard()
+        if sock is not None:
+            sock.close()
+        if isinstance(exc, DevServerError):
+            fail(str(exc), code=1)
+        raise
+    _run(settings, sock=sock, temporal=temporal, worker=worker)
+
+
+def _run(
+    settings: Settings, *, sock: socket.socket | None, temporal: DevServerStart | None, worker: bool
+) -> NoReturn:
     try:
         from longtools.cli import _running  # the seconds of imports, while Temporal starts
     except BaseException:
         if temporal is not None:
             temporal.discard()
+        if sock is not None:
+            sock.close()
         raise
     # From here _running owns the socket and the dev server, and stops the server on every way out.
     raise typer.Exit(_running.run(settings, sock=sock, temporal=temporal, worker=worker))
 
 
-def _launch_temporal(settings: Settings, sock: socket.socket | None) -> DevServerStart:
+def _lock_of(data_dir: Path) -> DataDirLock:
+    try:
+        return DataDirLock(data_dir)
+    except DataDirInUse as exc:
+        fail(str(exc), code=1)
+    except OSError as exc:
+        fail(f"cannot use the data directory {data_dir}: {exc.strerror or exc}")
+
+
+def _hold(lock: DataDirLock | None, data_dir: Path) -> None:
+    """Make the data dir (private when made here: it holds the key rings and what the tools store)
+    and hold its lock."""
+    try:
+        if lock is not None:
+            lock.hold()
+        else:
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except DataDirInUse as exc:  # another serve took it since the check
+        fail(str(exc), code=1)
+    except OSError as exc:
+        fail(f"cannot create the data directory {data_dir}: {exc.strerror or exc}")
+
+
+def _check_temporal(settings: Settings, sock: socket.socket | None) -> DevServerStart:
+    """The embedded Temporal, checked (binary, path, ports) and not launched yet."""
     try:
         return DevServerStart(
             settings.data_dir / "temporal.db",

@@ -122,20 +122,23 @@ async def start_dev_server(
             left running.
     """
     starting = DevServerStart(db_file, ip=ip, port=port, ui_port=ui_port, namespace=namespace)
+    starting.launch()
     return await starting.ready(startup_timeout)
 
 
 class DevServerStart:
-    """A ``temporal server start-dev`` launched and not yet waited for: `ready` waits for it.
+    """A ``temporal server start-dev`` checked, then launched, and not yet waited for.
 
     Made without an event loop and without importing the Temporal SDK, so that ``serve`` launches
-    the server first and the seconds of its own imports overlap the server's start. The same
-    rules as `start_dev_server` (whose first half this is): construct it from the thread that
+    the server first and the seconds of its own imports overlap the server's start. Making one
+    only checks (the binary, the path, free ports) and writes nothing, so that a command can still
+    refuse to start without leaving anything behind; `launch` starts the server. The same rules as
+    `start_dev_server` (whose first half this is): construct and launch it from the thread that
     outlives the server; then either `ready` or `discard` it, once.
 
     Raises:
-        DevServerError: no binary, an unusable path, a port in use (naming ``port_options``, the
-            options that choose each port, when given).
+        DevServerError: no binary, a database path that is a directory, a port in use (naming
+            ``port_options``, the options that choose each port, when given).
     """
 
     def __init__(
@@ -149,7 +152,10 @@ class DevServerStart:
         port_options: tuple[str, str] | None = None,
     ) -> None:
         self._executable = temporal_executable()
-        self._db_file = _prepare_db_path(db_file)
+        # Absolute, so that messages and the server's own view agree whatever the working directory.
+        self._db_file = db_file.absolute()
+        if self._db_file.is_dir():
+            raise DevServerError(f"cannot use {self._db_file} for the Temporal database: it is a directory")
         self._log_path = self._db_file.with_name(self._db_file.name + ".log")
         self._ip = ip
         self._port = port
@@ -157,19 +163,31 @@ class DevServerStart:
         self._namespace = namespace
         self._port_options = port_options
         self._attempt = 0
-        self._launch()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._pick()
 
     @property
     def address(self) -> str:
         """Where its frontend will listen, ``"127.0.0.1:PORT"`` (known before it is ready)."""
         return f"{_host(self._ip)}:{self._frontend}"
 
-    def _launch(self) -> None:
+    def launch(self) -> None:
+        """Start the server on the ports found free; its first writes (the database's directory, the log).
+
+        Raises:
+            DevServerError: the directory or the log cannot be made, or the binary cannot run.
+        """
+        _prepare_db_path(self._db_file)
+        self._spawn()
+
+    def _pick(self) -> None:
         self._attempt += 1
         requested = [self._port, 0, 0] if self._ui_port is None else [self._port, 0, 0, self._ui_port]
         options = [self._port_options[0], None, None, self._port_options[1]] if self._port_options else None
-        self._frontend, http, self._metrics, *ui = _pick_ports(self._ip, requested, options)
+        self._frontend, self._http, self._metrics, *ui = _pick_ports(self._ip, requested, options)
         self._ui = ui[0] if ui else None
+
+    def _spawn(self) -> None:
         ip = self._ip
         command = [
             str(self._executable),
@@ -181,7 +199,7 @@ class DevServerStart:
             str(self._frontend),
             # Random by default; pinned so that every port this server uses was checked free here.
             "--http-port",
-            str(http),
+            str(self._http),
             "--metrics-port",
             str(self._metrics),
             "--db-filename",
@@ -208,7 +226,8 @@ class DevServerStart:
 
     def discard(self) -> None:
         """Stop the server without waiting for it to serve (the command failed before using it)."""
-        _stop(self._process, self._log_path, _DISCARD_TIMEOUT)
+        if self._process is not None:
+            _stop(self._process, self._log_path, _DISCARD_TIMEOUT)
 
     async def ready(self, startup_timeout: float = 20.0) -> DevServer:
         """The server, once its namespace answers RPCs; relaunched if another process took a port.
@@ -217,6 +236,8 @@ class DevServerStart:
             DevServerError: it exited or stayed unreachable for ``startup_timeout`` seconds (with
                 the end of its log). No process is left running.
         """
+        if self._process is None:
+            raise RuntimeError("DevServerStart.ready() before launch()")
         deadline = time.monotonic() + startup_timeout
         while True:
             process, log_path, address = self._process, self._log_path, self.address
@@ -236,7 +257,8 @@ class DevServerStart:
             if outcome == "exited" and "address already in use" in tail and self._attempt < _START_ATTEMPTS:
                 # Another process took a port between _pick_ports closing it and the server binding
                 # it. A port the caller chose that is now taken is refused clearly by _pick_ports.
-                self._launch()
+                self._pick()
+                self._spawn()
                 continue
             what = (
                 f"exited with code {process.returncode} while starting"
@@ -262,9 +284,7 @@ def _stop(process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> N
         process.wait()
 
 
-def _prepare_db_path(db_file: Path) -> Path:
-    # Absolute, so that messages and the server's own view agree whatever the working directory.
-    db_file = db_file.absolute()
+def _prepare_db_path(db_file: Path) -> None:
     try:
         db_file.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError as exc:
@@ -277,9 +297,6 @@ def _prepare_db_path(db_file: Path) -> Path:
             f"cannot use {db_file} for the Temporal database: cannot create {db_file.parent}:"
             f" {exc.strerror or exc}"
         ) from exc
-    if db_file.is_dir():
-        raise DevServerError(f"cannot use {db_file} for the Temporal database: it is a directory")
-    return db_file
 
 
 def _host(ip: str) -> str:
