@@ -22,6 +22,7 @@ from longtools.tasks._gateway import (
     TooManyTasks,
     activity_progress,
     check_answer,
+    task_progress,
 )
 from longtools.tasks._ids import TaskIds, derive_id
 from longtools.tasks._links import (
@@ -65,4 +66,5 @@ __all__ = [
     "key_reused",
     "public_base",
     "state_used",
+    "task_progress",
 ]

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,7 +27,7 @@ from temporalio.worker import Replayer
 
 from longtools._settings import Settings
 from longtools.tasks import AnswerRejected as _Rejected
-from longtools.tasks import activity_progress, check_answer
+from longtools.tasks import activity_progress, check_answer, task_progress
 from longtools.temporal import build_worker, temporal_executable
 from longtools.testing._common import (
     AnswerRejected,
@@ -41,7 +41,7 @@ from longtools.testing._common import (
     number,
 )
 from longtools.tools import Registry, Tool, as_wire, to_call_result
-from longtools.workflows import ANSWER_SIGNAL, TASK_MEMO
+from longtools.workflows import ANSWER_SIGNAL, TASK_MEMO, Progress
 from longtools.workflows._errors import task_ending
 from longtools.workflows._metrics import TOOL_MEMO
 
@@ -150,17 +150,18 @@ class EmbeddedTask(Task):
                 total=number(published.get("total")),
                 questions=questions,
             )
-            # What a running activity report()-ed (a heartbeat), when newer, as the API shows it.
+            # With what a running activity report()-ed (a heartbeat), as the API shows it: one
+            # progress of the workflow's steps and the running step's share.
             latest = await activity_progress(desc, self._client.data_converter)
             updated = published.get("updated_at")
-            if latest is not None and (
-                not isinstance(updated, str) or latest[0] >= datetime.fromisoformat(updated)
-            ):
-                shown = latest[1]
-                state = replace(
-                    state, message=shown.message or state.message, progress=shown.progress, total=shown.total
-                )
-            return state
+            said_at = (
+                datetime.fromisoformat(updated)
+                if isinstance(updated, str)
+                else datetime.min.replace(tzinfo=UTC)
+            )
+            said = Progress(message=state.message, progress=state.progress, total=state.total)
+            shown, _ = task_progress(said, said_at, latest)
+            return replace(state, message=shown.message, progress=shown.progress, total=shown.total)
         if desc.status == WorkflowExecutionStatus.CANCELED:
             return TaskState(self.task_id, "cancelled")
         if desc.status in (WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT):
