@@ -66,7 +66,7 @@ from longtools.server._exchange import STATE_REFUSED, Exchange
 from longtools.server._legacy_tasks import TASK_CALL, method_not_found, speaks_tasks
 from longtools.server._limits import HeldRounds
 from longtools.server._long_tools import LongTools
-from longtools.server._people import People
+from longtools.server._people import People, with_url_ids
 from longtools.server._pushed import (
     Interrupted,
     Rounds,
@@ -158,6 +158,7 @@ def build_server(
     # it, then the SDK's boundary unseals inbound and seals outbound requestState.
     server.middleware.append(_Observe(metrics, registry, hash_principal))
     server.middleware.append(_Inbound(settings))
+    server.middleware.append(_UrlRequestIds())
     server.middleware.append(
         RequestStateBoundary(state_security(settings, keys), default_audience=settings.server_name)
     )
@@ -332,6 +333,17 @@ class _Inbound:
                 code=INVALID_PARAMS, message=f"inputResponses holds more than {self._max_answers} answers"
             )
         return await call_next(ctx)
+
+
+class _UrlRequestIds:
+    """A 2026-era round's URL requests carry an ``elicitationId`` (``with_url_ids``): put back
+    into the wire JSON, which the SDK's 2026 models shaped without it."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if isinstance(result, dict) and result.get("resultType") == "input_required":
+            return with_url_ids(result)
+        return result
 
 
 class _Handlers:

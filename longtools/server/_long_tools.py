@@ -209,9 +209,10 @@ class LongTools:
         # A tool that requires a task is never served as a plain call, not even one that answers
         # with its task: SEP-2663 asks for -32021 (2026), 2025-11-25 for -32601.
         by_tools = not as_task and tool.task_support != "required" and follows_by_tools(ctx)
-        # Told where the task stands once it ends or asks within task_tool_wait_s (the spec lets
-        # the server answer with a result), else given the task.
-        asks_nobody = modern_task and told_in_words(ctx)
+        # A tool that may ask a person, called by a tasks client that can be asked nothing: told
+        # where the task stands once it asks within task_tool_wait_s, else given the task. (Only
+        # such a tool: a tasks client is owed its task at once, the conformance suite checks.)
+        asks_nobody = modern_task and tool.asks_person and told_in_words(ctx)
         if tool.task_support == "required" and not (as_task or by_tools):
             if speaks_tasks(ctx):  # 2025-11-25: a tool that requires a task is -32601 without one
                 raise MCPError(code=METHOD_NOT_FOUND, message=f"{tool.name} must be called as a task")
@@ -290,8 +291,8 @@ class LongTools:
     async def _ended_or_asked(
         self, ctx: ServerRequestContext[Any, Any], tool: Tool, view: TaskView
     ) -> CallToolResult | dict[str, Any]:
-        """The result of a task that ends within ``task_tool_wait_s``, where it stands in words (its
-        questions, a person's with its link) if it asks first, else the task."""
+        """Where the task stands in words (its questions, a person's with its link) if it asks
+        within ``task_tool_wait_s``, else the task."""
         view = await self._tasks.wait(
             view.task_id,
             principal_of(ctx),
@@ -299,8 +300,6 @@ class LongTools:
             self._settings.task_tool_wait_s,
             since=view,
         )
-        if view.status == "completed" and view.result is not None:
-            return CallToolResult.model_validate(view.result)
         if view.status == "input_required":
             return self.task_tools.shown(ctx, view, tool)
         return await self._created(tool, view)

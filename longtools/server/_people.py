@@ -37,7 +37,15 @@ from longtools.server._pushed import FIRST_MODE_VERSION, is_legacy
 from longtools.tasks import TERMINAL, AnswerLinks, Tasks, TaskView, public_base
 from longtools.workflows import marking_of
 
-__all__ = ["HOST_WORD_HOLDS", "Audience", "People", "complete_urls", "deliver", "spoken_lately"]
+__all__ = [
+    "HOST_WORD_HOLDS",
+    "Audience",
+    "People",
+    "complete_urls",
+    "deliver",
+    "spoken_lately",
+    "with_url_ids",
+]
 
 HOST_WORD_HOLDS: Final = timedelta(seconds=60)
 """How long a host's word on a URL request keeps it from being listed again (``tasks/get``): its
@@ -49,6 +57,18 @@ def elicitation_id(task_id: str, key: str) -> str:
     """The 2025 era's ``elicitationId`` of a question shown as a URL: the same on every push of it,
     so its ``notifications/elicitation/complete`` names what the client was shown."""
     return hashlib.sha256(f"{task_id}\x00{key}".encode()).hexdigest()[:32]
+
+
+def with_url_ids(result: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-era ``input_required`` result (wire JSON) with an ``elicitationId`` in each URL
+    request: ``url_request`` gives one, and the SDK's 2026 result models drop it (it left the
+    schema at 2026-07-28), but GitHub Copilot CLI's client fails the whole result without it. Made
+    from the URL (the question's link), so each question keeps one."""
+    for question in (result.get("inputRequests") or {}).values():
+        params = question.get("params") if isinstance(question, dict) else None
+        if isinstance(params, dict) and params.get("mode") == "url" and "elicitationId" not in params:
+            params["elicitationId"] = hashlib.sha256(str(params.get("url")).encode()).hexdigest()[:32]
+    return result
 
 
 class People:

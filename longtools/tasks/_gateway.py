@@ -75,6 +75,9 @@ _OWNER_MEMO = "longtools.owner"
 _TTL_MEMO = "longtools.ttl_ms"
 _CREATED_MEMO = "longtools.created_at"
 """When the API created the task: what ``createdAt`` shows, the same on every read and replica."""
+_SUMMARY_MEMO = "longtools.summary"
+"""The tool's line about the task (``Tool.summary_of``), recorded at its start: any replica's pages
+show it without reading the task's history."""
 _STARTED = 1
 """Events a task's view reflects right after its start: the start itself (no change yet)."""
 _INTERNAL_ERROR = -32603
@@ -163,6 +166,8 @@ class TaskView:
     """``time.monotonic()`` when it was read from Temporal (never on the wire)."""
     spoken: Mapping[str, str] | None = None
     """Per open question, when a host last spoke of it (``Published.spoken``; never on the wire)."""
+    summary: str | None = None
+    """The tool's line about this task, for the person's pages (``Tool.summary_of``; never on the wire)."""
 
     @property
     def status_message(self) -> str | None:
@@ -300,6 +305,9 @@ class Tasks:
         }
         if args_digest is not None:
             memo[ARGS_MEMO] = args_digest
+        summary = tool.summary_of(args)
+        if summary is not None:
+            memo[_SUMMARY_MEMO] = summary
         derived, task_id = task_id is not None, task_id or self.ids.new(principal)
         owner_tag = self.ids.owner_tags(principal)[0]
         for attempt in range(_START_ATTEMPTS):
@@ -342,6 +350,7 @@ class Tasks:
             ttl_ms=ttl_ms,
             args_digest=args_digest,
             mark=None if handle.result_run_id is None else Mark(handle.result_run_id, _STARTED),
+            summary=summary,
         )
         self._know(handle.id, principal, view)
         return view, True
@@ -561,6 +570,7 @@ class Tasks:
             ttl_ms=ttl_ms,
             args_digest=memo.get(ARGS_MEMO),
             mark=Mark(desc.run_id, desc.raw_description.workflow_execution_info.history_length),
+            summary=str(memo[_SUMMARY_MEMO]) if memo.get(_SUMMARY_MEMO) is not None else None,
         )
         _check_expiry(view)
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
@@ -589,7 +599,7 @@ class Tasks:
             progress is not None
             and earlier is not None
             and view.progress is not None
-            and view.progress <= earlier < view.progress + 1  # the step the workflow is at
+            and view.progress <= earlier <= view.progress + 1  # within the step the workflow is at
             and earlier > progress
         ):
             progress = earlier

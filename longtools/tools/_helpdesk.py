@@ -146,6 +146,7 @@ def register_helpdesk(registry: Registry, settings: Settings) -> None:
         output=BulkCloseOutput,
         task_support="optional",
         title="Close all tickets of a customer",
+        asks_person=True,
     )
     registry.long_tool(
         "connect_mailbox",
@@ -154,6 +155,7 @@ def register_helpdesk(registry: Registry, settings: Settings) -> None:
         output=ConnectMailboxOutput,
         task_support="optional",
         title="Connect a support mailbox",
+        asks_person=True,
     )
     acts = HelpdeskActivities(store, settings.helpdesk_work_s)
     registry.add_activities(acts.open_tickets, acts.close_ticket, acts.connect_mailbox)

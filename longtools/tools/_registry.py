@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, overload
 
+import structlog
 from mcp.shared.uri_template import UriTemplate
 from mcp_types import (
     CallToolResult,
@@ -40,6 +42,8 @@ from longtools.workflows._once import OnceRecord
 
 __all__ = ["Registry", "Tool", "ToolError", "ToolReturn", "as_wire", "to_call_result", "tool_error_result"]
 
+log = structlog.get_logger("longtools.tools")
+
 ToolReturn: TypeAlias = BaseModel | CallToolResult | InputRequiredResult | str
 ToolHandler: TypeAlias = Callable[[Any, Round], Awaitable[ToolReturn]]
 PromptHandler: TypeAlias = Callable[
@@ -54,6 +58,10 @@ TaskSupport: TypeAlias = Literal["forbidden", "optional", "required"]
 BeforeStart: TypeAlias = Callable[[Any, Round], Awaitable[BaseModel | InputRequiredResult]]
 """Quick MRTR rounds a long tool runs in the API before its workflow starts; returns the
 workflow's input (the spec's order: MRTR first, then the task)."""
+Summary: TypeAlias = Callable[[Any], str]
+"""A long tool's one line about a task, from its input model (``"orders-db, reader role"``)."""
+SUMMARY_MAX = 200
+"""Characters of a task's summary kept (it is shown on one line of the person's pages)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,14 @@ class Tool:
     before: BeforeStart | None = None
     authorize: Authorize | None = None
     """Checked on every round of every call (a decision from round 1 may no longer hold in round 2)."""
+    summary: Summary | None = None
+    """A long tool's line about one task, from its input, shown on the person's pages (where eight
+    tasks of one tool would otherwise look alike); without it, the arguments the call gave."""
+    asks_person: bool = False
+    """A long tool whose workflow may ask a person's question. A client that follows tasks but
+    declared no elicitation (the MCP Inspector CLI, which shows a task's end and nothing else) would
+    follow its task blind while it waits for the person: its call is answered in words, with the
+    link, once the task asks within ``task_tool_wait_s`` (else with the task, as any tool's)."""
     workflow_name: str = field(init=False, compare=False, repr=False)
     input_schema: dict[str, Any] = field(init=False, compare=False, repr=False)
     output_schema: dict[str, Any] | None = field(init=False, compare=False, repr=False)
@@ -109,6 +125,20 @@ class Tool:
         output = _model_schema(self.output_model) if self.output_model is not None else None
         object.__setattr__(self, "output_schema", output)
 
+    def summary_of(self, args: BaseModel) -> str | None:
+        """The line the pages show about a task of this tool started with ``args``: its
+        ``summary``, else the arguments the call gave (``customer: acme``), on one line and at
+        most ``SUMMARY_MAX`` characters; None when there is nothing to say."""
+        try:
+            said = self.summary(args) if self.summary is not None else _arguments_line(args)
+        except Exception as exc:  # the tool's own code: a task starts without its line, never fails for it
+            log.warning("tool_summary_failed", tool=self.name, error=type(exc).__name__)
+            return None
+        line = re.sub(r"\s+", " ", str(said)).strip()
+        if len(line) > SUMMARY_MAX:
+            line = line[: SUMMARY_MAX - 1].rstrip() + "…"
+        return line or None
+
     def parse_arguments(self, arguments: Mapping[str, Any]) -> BaseModel:
         """A call's arguments, validated into the tool's input model.
 
@@ -127,6 +157,17 @@ class Tool:
 
 def _refuses_unknown(model: type[BaseModel]) -> bool:
     return "extra" not in model.model_config and not issubclass(model, RootModel)
+
+
+def _arguments_line(args: BaseModel) -> str:
+    """The arguments a call gave (not the defaults it left), as ``name: value; ...``."""
+    given = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    if not isinstance(given, Mapping):  # a RootModel's input
+        return json.dumps(given, ensure_ascii=False)
+    return "; ".join(
+        f"{name}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+        for name, value in given.items()
+    )
 
 
 def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -258,8 +299,16 @@ class Registry:
         annotations: ToolAnnotations | None = None,
         before: BeforeStart | None = None,
         authorize: Authorize | None = None,
+        summary: Summary | None = None,
+        asks_person: bool = False,
     ) -> None:
-        """Register a long tool: one line naming its workflow class and its models."""
+        """Register a long tool: one line naming its workflow class and its models.
+
+        ``summary`` makes the line the person's pages show about each task from its input
+        (default: the arguments the call gave); it runs in the API when the task starts.
+        ``asks_person``: its workflow may ask a person's question (``by="person"`` or
+        ``sensitive=True``; see ``Tool.asks_person``).
+        """
         self.add_tool(
             Tool(
                 name=name,
@@ -272,6 +321,8 @@ class Registry:
                 annotations=annotations,
                 before=before,
                 authorize=authorize,
+                summary=summary,
+                asks_person=asks_person,
             )
         )
 
