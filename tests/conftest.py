@@ -229,7 +229,14 @@ def steps_run(
     try:
         started = time.monotonic()
         params = {"name": "steps", "arguments": {"count": 5000}}
-        task = result(post(served.url, "tools/call", params, caps={"extensions": {TASKS_EXTENSION: {}}}))
+        task = result(
+            post(
+                served.url,
+                "tools/call",
+                params,
+                caps={"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}},
+            )
+        )
         yield StepsRun(served=served, task_id=str(task["taskId"]), started=started)
     finally:
         served.stop()

@@ -4,9 +4,15 @@ are in tests/test_pages_browser.py, in a real Chromium)."""
 
 from __future__ import annotations
 
+import json
 import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -120,6 +126,51 @@ class PageClient:
         if response.is_redirect:
             return self.get(response.headers["location"])
         return Page(response)
+
+
+@contextmanager
+def person_answering(
+    base: str, url_file: Path, fields: dict[str, Any], *, token: str | None = None, within: float = 60
+) -> Iterator[list[str]]:
+    """A person beside a client driver (tests/clients/*.mjs, its script's ``urlFile``): on a thread
+    while the block runs, waits (bounded by ``within``) for the first URL request the driver writes
+    to ``url_file``, then answers its page with ``fields`` (signed in with ``token`` when the server
+    has tokens). Yields the links answered; on leaving, waits for the person and re-raises what
+    went wrong on their side."""
+    answered: list[str] = []
+    failed: list[BaseException] = []
+    gone = threading.Event()  # the block failed: stop waiting
+
+    def person() -> None:
+        try:
+            deadline = time.monotonic() + within
+            while not gone.is_set():
+                lines = url_file.read_text().splitlines(keepends=True) if url_file.exists() else []
+                if lines and lines[0].endswith("\n"):  # a whole line: the driver wrote it all
+                    link = str(json.loads(lines[0])["url"])
+                    with PageClient(base) as browser:
+                        if token is not None:
+                            browser.sign_in(token)
+                        answered.append(link)
+                        sent = browser.answer(link, fields)
+                    assert "Your answer was sent" in sent.text, sent.text
+                    return
+                assert time.monotonic() < deadline, f"no URL request in {url_file} within {within} s"
+                gone.wait(0.05)
+        except BaseException as exc:  # handed to the test's thread on leaving
+            failed.append(exc)
+
+    thread = threading.Thread(target=person, daemon=True)
+    thread.start()
+    try:
+        yield answered
+    except BaseException:
+        gone.set()
+        thread.join(timeout=within)
+        raise
+    thread.join(timeout=within)
+    if failed:
+        raise failed[0]
 
 
 def _path(path_or_url: str) -> str:

@@ -27,10 +27,13 @@ from temporalio.client import Client
 
 from longtools.temporal import temporal_executable
 from tests.conftest import PAYLOAD_KEY, Served, spawn, start_server, wait_for_line
+from tests.pages import PageClient
 from tests.wire import TASKS_EXTENSION, error, get_task, post, result, wait_for_task
 
 TASKS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 NO_TASKS: dict[str, Any] = {"elicitation": {"form": {}}}
+OPENS_LINKS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+"""A client without tasks that sends its person to a page: a person's question comes as a URL request."""
 CODEC_LINE = re.compile(r"longtools codec server at (http://\S+)")
 UI_ORIGIN = "http://localhost:8233"
 _LONGTOOLS = str(Path(sys.executable).with_name("longtools"))
@@ -225,18 +228,23 @@ def test_serve_without_keys_keeps_them_so_an_exchange_survives_a_restart(tmp_pat
         )
         ticket = made["structuredContent"]["ticketId"]
         call = {"name": "bulk_close_tickets", "arguments": {"customer": customer}}
-        asked = result(post(served.url, "tools/call", call, caps=NO_TASKS))
+        asked = result(post(served.url, "tools/call", call, caps=OPENS_LINKS))
         assert asked["resultType"] == "input_required", asked
     with _helpdesk(tmp_path, env) as served:
         assert key_file.read_bytes() == kept
         assert '"key_file_read"' in served.log_text()
-        (key,) = asked["inputRequests"]
-        confirm = {"action": "accept", "content": {"confirm": True, "reason": "Resolved"}}
-        retry = {**call, "requestState": asked["requestState"], "inputResponses": {key: confirm}}
-        finished = result(post(served.url, "tools/call", retry, caps=NO_TASKS))
+        # The approval is a person's: the client is sent to its page (a link sealed before the
+        # restart, opened after it), and its accept says only that the person went there.
+        ((key, request),) = asked["inputRequests"].items()
+        assert request["params"]["mode"] == "url", request
+        with PageClient(served.base) as person:
+            person.answer(request["params"]["url"], {"confirm": True, "reason": "Resolved"})
+        went = {key: {"action": "accept"}}
+        retry = {**call, "requestState": asked["requestState"], "inputResponses": went}
+        finished = result(post(served.url, "tools/call", retry, caps=OPENS_LINKS))
         while finished["resultType"] == "input_required":  # still working: retry with the new state
             again = {**call, "requestState": finished["requestState"]}
-            finished = result(post(served.url, "tools/call", again, caps=NO_TASKS))
+            finished = result(post(served.url, "tools/call", again, caps=OPENS_LINKS))
         assert finished["structuredContent"]["closed"] == [ticket]
         assert asyncio.run(_bulk_close_runs(temporal_address(served))) == 1
 

@@ -3,13 +3,14 @@
 - kill -9 of all three mid-flow, restart on the same data dir: every task (and an MRTR exchange
   between its rounds) finishes, answers given before the crash are kept, no ticket is closed
   twice, tasks/get answers throughout;
-- with every worker stopped, tasks/get still shows a waiting task and tasks/update is accepted;
+- with every worker stopped, tasks/get still shows a waiting task and its page takes the answer;
 - tasks/cancel during a long activity settles the task as cancelled within the heartbeat timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -18,18 +19,26 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from longtools.temporal import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, start_server, worker_ready
-from tests.wire import eventually, get_task, post, result, wait_for_task
+from tests.pages import PageClient
+from tests.wire import eventually, post, result, wait_for_task
 
 TASKS = "io.modelcontextprotocol/tasks"
-CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
-NO_TASKS: dict[str, Any] = {"elicitation": {"form": {}}}
-CONFIRM = {"action": "accept", "content": {"confirm": True, "reason": "Resolved"}}
+CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "extensions": {TASKS: {}}}
+"""A tasks client that sends its person to a page: the approval is shown to it as a URL request."""
+NO_TASKS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+"""The same without tasks: held in MRTR rounds, where the approval comes as a URL request."""
+CONFIRM = {"confirm": True, "reason": "Resolved"}
+"""The person's approval, on the page."""
+WENT = {"action": "accept"}
+"""A host's word on a URL request: its person went to the page (not the answer)."""
+LINKS = "longtools.dev/answer-links"
 
 
 class Cluster:
@@ -97,15 +106,18 @@ class Cluster:
         return result(post(self.url, "tools/call", {"name": name, "arguments": arguments}, caps=caps))
 
     def task(self, task_id: str) -> dict[str, Any]:
-        return get_task(self.url, task_id)
+        return result(post(self.url, "tasks/get", {"taskId": task_id}, caps=CAPS))
 
-    def answer(self, task_id: str, responses: dict[str, Any]) -> None:
-        result(post(self.url, "tasks/update", {"taskId": task_id, "inputResponses": responses}, caps=CAPS))
+    def approve(self, task_id: str) -> None:
+        """The person approves on the task's answer page, the link every view of it gives."""
+        assert self.api is not None
+        [link] = self.task(task_id)["_meta"][LINKS].values()
+        approve_on_the_page(self.api.base, link)
 
     def until(
         self, task_id: str, ready: Callable[[dict[str, Any]], bool], within: float = 30
     ) -> dict[str, Any]:
-        return wait_for_task(self.url, task_id, ready, within)
+        return eventually(lambda: self.task(task_id), ready, within)
 
     def tickets(self, customer: str, count: int) -> list[str]:
         made = [
@@ -131,6 +143,23 @@ def _waiting(task: dict[str, Any]) -> bool:
     return bool(task["status"] == "input_required")
 
 
+def _on_any_port(requests: dict[str, Any]) -> dict[str, Any]:
+    """``inputRequests`` with each URL request's link cut to its path: a restarted API is on a
+    new port."""
+    cut: dict[str, Any] = json.loads(json.dumps(requests))
+    for request in cut.values():
+        if request["params"].get("mode") == "url":
+            request["params"]["url"] = urlsplit(request["params"]["url"]).path
+    return cut
+
+
+def approve_on_the_page(base: str, link: str) -> None:
+    """The person opens ``link`` (on loopback without auth: signed in) and approves."""
+    with PageClient(base) as person:
+        sent = person.answer(link, CONFIRM)
+    assert "Your answer was sent" in sent.text, sent.text
+
+
 def test_kill_9_of_temporal_worker_and_api_loses_nothing(cluster: Cluster) -> None:
     cluster.start_all()
     waiting_tickets = cluster.tickets("acme", 2)
@@ -142,19 +171,23 @@ def test_kill_9_of_temporal_worker_and_api_loses_nothing(cluster: Cluster) -> No
     mrtr_call = {"name": "bulk_close_tickets", "arguments": {"customer": "initech"}}
     asked_mrtr = result(post(cluster.url, "tools/call", mrtr_call, caps=NO_TASKS))
     asked = cluster.until(waiting, _waiting)["inputRequests"]
-    (key,) = cluster.until(working, _waiting)["inputRequests"]
-    cluster.answer(working, {key: CONFIRM})  # given before the crash: must be kept
+    cluster.until(working, _waiting)
+    cluster.approve(working)  # given before the crash: must be kept
     cluster.until(working, lambda t: t["status"] == "working" and "Clos" in t.get("statusMessage", ""))
 
     cluster.kill_all()
     cluster.start_all()
 
-    # The restarted API reads both tasks at once: the question is still there, word for word.
-    assert cluster.task(waiting)["inputRequests"] == asked
-    (waiting_key,) = asked
-    cluster.answer(waiting, {waiting_key: CONFIRM})
-    (mrtr_key,) = asked_mrtr["inputRequests"]
-    retry = {**mrtr_call, "requestState": asked_mrtr["requestState"], "inputResponses": {mrtr_key: CONFIRM}}
+    # The restarted API reads both tasks at once: the question is still there, word for word, its
+    # link the same page on the new API's port.
+    assert _on_any_port(cluster.task(waiting)["inputRequests"]) == _on_any_port(asked)
+    cluster.approve(waiting)
+    # The exchange's question is a URL request: the person answers on its page, the client's
+    # retry only says they went there.
+    ((mrtr_key, mrtr_request),) = asked_mrtr["inputRequests"].items()
+    assert cluster.api is not None
+    approve_on_the_page(cluster.api.base, mrtr_request["params"]["url"])
+    retry = {**mrtr_call, "requestState": asked_mrtr["requestState"], "inputResponses": {mrtr_key: WENT}}
     finished = result(post(cluster.url, "tools/call", retry, caps=NO_TASKS))
     while finished["resultType"] == "input_required":  # still working: retry with the new state
         finished = result(
@@ -184,8 +217,7 @@ def test_with_every_worker_stopped_a_task_is_read_and_answered_then_continues(cl
 
     for _ in range(3):  # reads keep working with no worker at all
         assert cluster.task(task_id)["inputRequests"] == asked
-    (key,) = asked
-    cluster.answer(task_id, {key: CONFIRM})  # durably accepted: Temporal holds the signal
+    cluster.approve(task_id)  # durably accepted: Temporal holds the signal
     assert cluster.task(task_id)["status"] in ("input_required", "working")
     assert cluster.closes(ticket) == 0
 
@@ -254,9 +286,9 @@ def test_cancel_during_a_long_activity_stops_it_within_the_heartbeat_timeout(tmp
         task_id = created["taskId"]
 
         deadline = time.monotonic() + 20  # one budget for both waits below
-        current = wait_for_task(url, task_id, _waiting, within=20)
-        (key,) = current["inputRequests"]
-        result(post(url, "tasks/update", {"taskId": task_id, "inputResponses": {key: CONFIRM}}, caps=CAPS))
+        current = wait_for_task(url, task_id, lambda t: LINKS in t.get("_meta", {}), within=20)
+        [link] = current["_meta"][LINKS].values()
+        approve_on_the_page(served.base, link)
         closing = deadline - time.monotonic()
         wait_for_task(url, task_id, lambda t: "Clos" in t.get("statusMessage", ""), within=closing)
         time.sleep(0.5)  # let the activity get well into its 60 s of work

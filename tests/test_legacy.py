@@ -31,13 +31,15 @@ from mcp_types import (
 
 from longtools.server import LegacySession, Seals
 from tests.conftest import Served, run_driver
-from tests.pages import PageClient
+from tests.pages import PageClient, person_answering
 from tests.test_sdk_client import Recorder
 from tests.wire import Legacy, error, result, sse_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 INSPECTOR = ROOT / "tests" / "clients" / "inspector.sh"
 FORM: dict[str, Any] = {"elicitation": {"form": {}}}
+FORM_AND_URL: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+"""A host that shows forms and sends its person to pages: a person's question comes as a URL request."""
 
 
 def _ticket(session: Legacy, customer: str) -> str:
@@ -322,28 +324,35 @@ def test_the_typescript_sdk_client_closes_tickets_quick_and_long(mcp_url: str, t
     }
     made = run_driver("legacy_client", mcp_url, script, tmp_path)
     tickets = [step["structuredContent"]["ticketId"] for step in made["results"]]
+    url_file = tmp_path / "urls.jsonl"
     script = {
-        "capabilities": FORM,
+        "capabilities": FORM_AND_URL,
         "answers": [
             {"action": "accept", "content": {"reason": "Resolved"}},
-            {"action": "accept", "content": {"confirm": True, "reason": "Duplicate"}},
+            {"action": "accept"},  # the bulk approval's URL request: the person went to the page
         ],
+        "urlFile": str(url_file),
         "steps": [
             _call("close_ticket", {"ticketId": tickets[0]}),
-            _call("bulk_close_tickets", {"customer": customer}, progress=True),
+            _call("bulk_close_tickets", {"customer": customer}, progress=True, timeoutMs=60_000),
             *(_call("get_ticket", {"ticketId": ticket_id}) for ticket_id in tickets),
         ],
     }
-    out = run_driver("legacy_client", mcp_url, script, tmp_path)
+    base = mcp_url.removesuffix("/mcp")
+    with person_answering(base, url_file, {"confirm": True, "reason": "Duplicate"}) as answered:
+        out = run_driver("legacy_client", mcp_url, script, tmp_path)
     assert out["protocolVersion"] == "2025-11-25"
     closed, bulk, *histories = out["results"]
     assert closed["structuredContent"]["closeReason"] == "Resolved"
     assert bulk["structuredContent"]["closed"] == tickets[1:]
-    assert bulk["structuredContent"]["reason"] == "Duplicate"
-    assert [asked["message"] for asked in out["elicitations"]] == [
+    assert bulk["structuredContent"]["reason"] == "Duplicate"  # the person's, on the page
+    quick, long = out["elicitations"]
+    assert (quick.get("mode", "form"), quick["message"]) == (
+        "form",
         f"Why is ticket {tickets[0]} being closed?",
-        f"Close 2 tickets for {customer}?",
-    ]
+    )
+    assert (long["mode"], long["message"]) == ("url", f"Close 2 tickets for {customer}?")
+    assert answered == [long["url"]]
     shown = {note["message"] for note in out["progress"] if note["step"] == 1}
     assert shown and shown <= {"Closing 2 tickets", "Closed 1 of 2", "Closed 2 of 2"}
     for history in histories:

@@ -15,9 +15,14 @@ import httpx
 import pytest
 
 from tests.conftest import OWNER_TOKENS, Served, bearer, run_driver, start_server
+from tests.pages import person_answering
 from tests.wire import ALL_CAPS, Legacy, error, eventually, result, sse_lines
 
-TASKS_CLIENT_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "tasks": {"list": {}, "cancel": {}}}
+TASKS_CLIENT_CAPS: dict[str, Any] = {
+    "elicitation": {"form": {}, "url": {}},
+    "tasks": {"list": {}, "cancel": {}},
+}
+"""A host that shows forms and sends its person to pages: a person's question comes as a URL request."""
 RELATED = "io.modelcontextprotocol/related-task"
 
 
@@ -69,20 +74,25 @@ def test_the_typescript_sdk_runs_a_long_tool_as_a_task_and_lists_only_its_own(
         tmp_path,
     )
     ben_task = bens["results"][0]["task"]["taskId"]
+    url_file = tmp_path / "urls.jsonl"
+    bulk = {"name": "bulk_close_tickets", "arguments": {"customer": customer}, "timeoutMs": 60_000}
     script = {
         "token": OWNER_TOKENS["ann"],
         "capabilities": TASKS_CLIENT_CAPS,
-        "answers": [{"action": "accept", "content": {"confirm": True, "reason": "Duplicate"}}],
+        "answers": [{"action": "accept"}],  # the approval's URL request: ann went to the page
+        "urlFile": str(url_file),
         "steps": [
             {"op": "listTools"},
-            {"op": "callToolAsTask", "name": "bulk_close_tickets", "arguments": {"customer": customer}},
+            {"op": "callToolAsTask", **bulk},
             {"op": "createTask", "name": "confirm_delete", "arguments": {"filename": "a.txt"}},
             {"op": "createTask", "name": "slow_compute", "arguments": {"seconds": 0}},
             {"op": "listTasks"},
             {"op": "getTask", "taskId": ben_task},
         ],
     }
-    anns = _ts(owners.url, script, tmp_path)
+    approval = {"confirm": True, "reason": "Duplicate"}
+    with person_answering(owners.base, url_file, approval, token=OWNER_TOKENS["ann"]) as answered:
+        anns = _ts(owners.url, script, tmp_path)
     assert anns["protocolVersion"] == "2025-11-25"
     assert anns["serverCapabilities"]["tasks"] == {
         "list": {},
@@ -93,7 +103,8 @@ def test_the_typescript_sdk_runs_a_long_tool_as_a_task_and_lists_only_its_own(
     assert listed["bulk_close_tickets"]["execution"] == {"taskSupport": "optional"}
     assert "execution" not in listed["create_ticket"]
 
-    # created → input_required → the question pushed on tasks/result, tied to the task → completed
+    # created → input_required → the approval's URL request pushed on tasks/result, tied to the
+    # task → ann answers on its page → completed
     events = [event for event in anns["events"] if event["step"] == 1]
     created = events[0]
     assert created["type"] == "created"
@@ -101,12 +112,17 @@ def test_the_typescript_sdk_runs_a_long_tool_as_a_task_and_lists_only_its_own(
     assert created["task"]["status"] == "working" and created["task"]["ttl"] > 0
     assert "input_required" in [event.get("status") for event in events]
     [asked] = anns["elicitations"]
-    assert asked["params"]["message"] == f"Close 2 tickets for {customer}?"
+    assert (asked["params"]["mode"], asked["params"]["message"]) == (
+        "url",
+        f"Close 2 tickets for {customer}?",
+    )
+    assert answered == [asked["params"]["url"]]
     assert asked["relatedTask"] == {"taskId": task_id}
     final = events[-1]
     assert final["type"] == "result"
     assert final["result"]["_meta"][RELATED] == {"taskId": task_id}
     assert sorted(final["result"]["structuredContent"]["closed"]) == sorted(tickets)
+    assert final["result"]["structuredContent"]["reason"] == "Duplicate"
     assert "resultType" not in final["result"]  # a 2026 field never reaches a 2025 client
 
     # tasks/list: the caller's own tasks only, over pages (2 per page on this server). Temporal's

@@ -13,8 +13,10 @@ import anyio
 import httpx
 from mcp import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
-from mcp.client.session import IncomingMessage
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp_types import (
+    ElicitRequestParams,
+    ElicitResult,
     SubscriptionFilter,
     SubscriptionsAcknowledgedNotification,
     SubscriptionsListenRequest,
@@ -24,10 +26,22 @@ from mcp_types import (
 from pydantic import BaseModel, ConfigDict
 
 from tests.conftest import Served, bearer
-from tests.wire import TASKS_EXTENSION, Stream, error, eventually, headers_for, meta, post, result
+from tests.pages import PageClient
+from tests.wire import (
+    TASKS_EXTENSION,
+    Stream,
+    error,
+    eventually,
+    headers_for,
+    meta,
+    post,
+    result,
+    wait_for_task,
+)
 
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
+LINKS = "longtools.dev/answer-links"
 
 
 class _Task(BaseModel):
@@ -60,13 +74,22 @@ def _start(url: str, name: str, arguments: dict[str, Any], who: str | None = Non
 
 
 def _answer_when_asked(url: str, task_id: str) -> None:
+    """The person approves on the task's answer page once it is asked (no auth: on loopback a
+    visitor is signed in)."""
     asked = eventually(
         lambda: result(post(url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS)),
-        lambda task: task["status"] == "input_required",
+        lambda task: LINKS in task.get("_meta", {}),
     )
-    [key] = asked["inputRequests"]
-    answer = {key: {"action": "accept", "content": {"confirm": True}}}
-    result(post(url, "tasks/update", {"taskId": task_id, "inputResponses": answer}, caps=TASK_CAPS))
+    [link] = asked["_meta"][LINKS].values()
+    with PageClient(url.removesuffix("/mcp")) as person:
+        sent = person.answer(link, {"confirm": True})
+    assert "Your answer was sent" in sent.text, sent.text
+
+
+async def _never_asked(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+    """The listening host shows forms and opens links (so it is told its task asks), but it makes
+    no call: nothing is asked of it."""
+    raise AssertionError(f"asked on a listen stream: {params}")
 
 
 async def test_the_mcp_client_listens_to_its_task_until_it_ends(mcp_url: str) -> None:
@@ -90,7 +113,9 @@ async def test_the_mcp_client_listens_to_its_task_until_it_ends(mcp_url: str) ->
     wanted = SubscriptionFilter.model_validate({"taskIds": [task_id, "no-such-task"]})
     request = SubscriptionsListenRequest(params=SubscriptionsListenRequestParams(notifications=wanted))
     with anyio.fail_after(90):
-        async with Client(mcp_url, extensions=[tasks], message_handler=on_message) as client:
+        async with Client(
+            mcp_url, extensions=[tasks], message_handler=on_message, elicitation_callback=_never_asked
+        ) as client:
             assert client.protocol_version == "2026-07-28"
             async with anyio.create_task_group() as tg:
                 tg.start_soon(anyio.to_thread.run_sync, _answer_when_asked, mcp_url, task_id)
@@ -99,7 +124,7 @@ async def test_the_mcp_client_listens_to_its_task_until_it_ends(mcp_url: str) ->
     assert (ack.model_extra or {})["taskIds"] == [task_id]  # an unknown id is left out, silently
     statuses = [seen["status"] for seen in tasks.seen]
     # The snapshot right after the ack shows the task as it was then (asking, or not yet); then
-    # every change: asking, working on the answer, done.
+    # every change: asking (the person, on the page), working on the answer, done.
     asked = statuses.index("input_required")
     assert asked <= 1 and set(statuses[:asked]) <= {"working"}
     assert "working" in statuses[asked:] and statuses[-1] == "completed"
@@ -134,6 +159,8 @@ def _streams(url: str, count: int, task_ids: list[str], who: str) -> Iterator[St
 def test_a_stream_tells_only_of_the_callers_own_tasks(owners: Served) -> None:
     anns = _start(owners.url, "confirm_delete", {"filename": "a"}, "ann")
     bens = _start(owners.url, "confirm_delete", {"filename": "b"}, "ben")
+    # The stream's first word is the task as it is then: once it asks, what it tells is fixed.
+    wait_for_task(owners.url, bens, lambda task: task["status"] == "input_required", headers=bearer("ben"))
     stream = Stream(owners.url, [anns, bens], bearer("ben"))
     try:
         ack = eventually(lambda: stream.frames, lambda frames: len(frames) >= 2)[0]

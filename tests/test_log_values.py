@@ -23,7 +23,7 @@ from tests.leaky_tools import KEY_CANARY
 from tests.wire import TASKS_EXTENSION, post, result
 
 REPO = Path(__file__).resolve().parents[1]
-TASK_CAPS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
+TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 
 
 def _canary(kind: str) -> str:

@@ -2,8 +2,8 @@
 
 Nothing about an exchange or a task lives in an API process: the task is in Temporal, the exchange
 in its sealed ``requestState`` (one key ring shared by configuration). So any API serves any round,
-a replayed final round on another replica is answered from the first one's record, and killing an
-API and a worker mid-flow loses nothing.
+a replayed final round on another replica is answered from the first one's record, a person's
+answer page is served by any replica, and killing an API and a worker mid-flow loses nothing.
 """
 
 from __future__ import annotations
@@ -25,13 +25,20 @@ import pytest
 
 from longtools.temporal import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, worker_ready
+from tests.pages import PageClient
 from tests.proxy import RoundRobin
 from tests.wire import TASKS_EXTENSION, Legacy, Stream, eventually, post, result, sse_lines
 
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {"authorization": f"Bearer {TOKEN}"}
-TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+OPENS_LINKS: dict[str, Any] = {"form": {}, "url": {}}
+"""Elicitation of a host that shows forms and sends its person to pages: the helpdesk's approval,
+a person's question, comes to it as a URL request."""
+TASK_CAPS: dict[str, Any] = {"elicitation": OPENS_LINKS, "extensions": {TASKS_EXTENSION: {}}}
 FORM_CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
+URL_CAPS: dict[str, Any] = {"elicitation": OPENS_LINKS}
+LINKS = "longtools.dev/answer-links"
+COMPLETE = "notifications/elicitation/complete"
 
 
 @dataclass
@@ -72,6 +79,20 @@ class Cluster:
 
     def wait_task(self, task_id: str, status: str, within: float = 40) -> dict[str, Any]:
         return eventually(lambda: self.task(task_id), lambda task: task["status"] == status, within)
+
+    def approve(self, link: str, base: str | None = None) -> None:
+        """The person signs in on ``base``'s pages (the next live API unless told) and approves
+        at ``link``'s path there: any replica serves any answer page."""
+        base = base or self.next_url().removesuffix("/mcp")
+        with PageClient(base) as person:
+            person.sign_in(TOKEN)
+            sent = person.answer(link, {"confirm": True})
+        assert "Your answer was sent" in sent.text, sent.text
+
+    def approve_task(self, task_id: str) -> None:
+        """The person approves the task's question at the link its views give."""
+        [link] = self.task(task_id)["_meta"][LINKS].values()
+        self.approve(link)
 
 
 @pytest.fixture(scope="module")
@@ -149,9 +170,8 @@ def test_a_task_with_input_is_created_read_answered_and_finished_on_different_re
     created = cluster.tool("bulk_close_tickets", {"customer": customer}, caps=TASK_CAPS)
     assert created["resultType"] == "task"
     task_id = created["taskId"]
-    waiting = cluster.wait_task(task_id, "input_required")
-    [key] = waiting["inputRequests"]
-    cluster.call("tasks/update", {"taskId": task_id, "inputResponses": {key: _confirm()}}, TASK_CAPS)
+    cluster.wait_task(task_id, "input_required")
+    cluster.approve_task(task_id)  # read on one replica, answered on another one's page
     done = cluster.wait_task(task_id, "completed")
     assert done["result"]["structuredContent"]["closed"] == tickets
     for ticket_id in tickets:
@@ -191,12 +211,11 @@ def test_a_task_listened_to_on_one_replica_is_answered_and_run_on_others(cluster
     customer = f"c-{secrets.token_hex(4)}"
     tickets = [_new_ticket(cluster, customer) for _ in range(2)]
     task_id = cluster.tool("bulk_close_tickets", {"customer": customer}, caps=TASK_CAPS)["taskId"]
-    stream = Stream(cluster.apis[0].url, [task_id], AUTH)
+    stream = Stream(cluster.apis[0].url, [task_id], AUTH, elicitation=OPENS_LINKS)
     try:
         eventually(lambda: stream.frames, lambda frames: len(frames) >= 2)  # the ack and the snapshot
-        [key] = cluster.wait_task(task_id, "input_required")["inputRequests"]
-        answer = {"taskId": task_id, "inputResponses": {key: _confirm()}}
-        result(post(cluster.apis[1].url, "tasks/update", answer, caps=TASK_CAPS, headers=AUTH))
+        [request] = cluster.wait_task(task_id, "input_required")["inputRequests"].values()
+        cluster.approve(request["params"]["url"], cluster.apis[1].base)
         eventually(lambda: stream.frames, lambda frames: "result" in frames[-1], within=60)
     finally:
         stream.close()
@@ -207,20 +226,31 @@ def test_a_task_listened_to_on_one_replica_is_answered_and_run_on_others(cluster
     assert told[-1]["result"]["structuredContent"]["closed"] == tickets
 
 
-def _confirm() -> dict[str, Any]:
-    return {"action": "accept", "content": {"confirm": True}}
+def _went_to_the_page(asked: dict[str, Any]) -> dict[str, Any]:
+    """The host's word on each URL request of a round, once its person is back: they went there
+    (the page has the answer)."""
+    return {key: {"action": "accept"} for key in asked["inputRequests"]}
+
+
+def _link(asked: dict[str, Any]) -> str:
+    """The answer link of a round's one question, a URL request."""
+    [request] = asked["inputRequests"].values()
+    assert request["params"]["mode"] == "url", request
+    return str(request["params"]["url"])
 
 
 def test_a_long_tool_through_mrtr_rounds_moves_between_replicas(cluster: Cluster) -> None:
     customer = f"c-{secrets.token_hex(4)}"
     ticket_id = _new_ticket(cluster, customer)
-    reply = cluster.tool("bulk_close_tickets", {"customer": customer})
+    reply = cluster.tool("bulk_close_tickets", {"customer": customer}, caps=URL_CAPS)
     assert reply["resultType"] == "input_required"
-    answers = {key: _confirm() for key in reply["inputRequests"]}
+    cluster.approve(_link(reply))
+    answers = _went_to_the_page(reply)
     for _ in range(10):  # state-only "not yet" rounds until the work is done, each on the next API
         reply = cluster.tool(
             "bulk_close_tickets",
             {"customer": customer},
+            caps=URL_CAPS,
             inputResponses=answers,
             requestState=reply["requestState"],
         )
@@ -241,7 +271,8 @@ def test_a_task_is_cancelled_through_another_replica(cluster: Cluster) -> None:
 
 def test_killing_an_api_and_a_worker_mid_flow_loses_no_flow(cluster: Cluster) -> None:
     """In flight at the kill: a task closing tickets (answered, inside an activity), a task waiting
-    for its answer, a long tool's MRTR exchange between rounds, and a quick exchange between rounds."""
+    for its answer, a long tool's MRTR exchange between rounds, and a quick exchange between rounds.
+    The person answers the helpdesk's approvals on the pages of replicas still up."""
     closing_customer, waiting_customer, mrtr_customer = (f"c-{secrets.token_hex(4)}" for _ in range(3))
     closing = [_new_ticket(cluster, closing_customer) for _ in range(2)]
     waiting_tickets = [_new_ticket(cluster, waiting_customer) for _ in range(2)]
@@ -251,29 +282,30 @@ def test_killing_an_api_and_a_worker_mid_flow_loses_no_flow(cluster: Cluster) ->
     closing_task = cluster.tool("bulk_close_tickets", {"customer": closing_customer}, caps=TASK_CAPS)[
         "taskId"
     ]
-    [key] = cluster.wait_task(closing_task, "input_required")["inputRequests"]
-    cluster.call("tasks/update", {"taskId": closing_task, "inputResponses": {key: _confirm()}}, TASK_CAPS)
+    cluster.wait_task(closing_task, "input_required")
+    cluster.approve_task(closing_task)
     waiting_task = cluster.tool("bulk_close_tickets", {"customer": waiting_customer}, caps=TASK_CAPS)[
         "taskId"
     ]
-    waiting = cluster.wait_task(waiting_task, "input_required")
-    long_round = cluster.tool("bulk_close_tickets", {"customer": mrtr_customer})
+    cluster.wait_task(waiting_task, "input_required")
+    long_round = cluster.tool("bulk_close_tickets", {"customer": mrtr_customer}, caps=URL_CAPS)
     assert long_round["resultType"] == "input_required"
     asked = cluster.tool("close_ticket", {"ticketId": quick_ticket})
 
     cluster.apis[1].stop(signal.SIGKILL)
     cluster.workers[0].stop(signal.SIGKILL)
 
-    [key] = waiting["inputRequests"]
-    cluster.call("tasks/update", {"taskId": waiting_task, "inputResponses": {key: _confirm()}}, TASK_CAPS)
+    cluster.approve_task(waiting_task)
     final = {"inputResponses": {"close_reason": _reason("Duplicate")}, "requestState": asked["requestState"]}
     closed = cluster.tool("close_ticket", {"ticketId": quick_ticket}, **final)
     assert closed["structuredContent"]["status"] == "closed"
-    answers = {key: _confirm() for key in long_round["inputRequests"]}
+    cluster.approve(_link(long_round))  # its link may name the killed replica: another serves it
+    answers = _went_to_the_page(long_round)
     for _ in range(10):
         long_round = cluster.tool(
             "bulk_close_tickets",
             {"customer": mrtr_customer},
+            caps=URL_CAPS,
             inputResponses=answers,
             requestState=long_round["requestState"],
         )
@@ -329,7 +361,7 @@ def _legacy_ticket(session: Legacy, customer: str) -> str:
 def test_a_2025_session_and_its_pushed_question_move_between_replicas(
     cluster: Cluster, balancer: RoundRobin
 ) -> None:
-    session = Legacy(balancer.url, caps=FORM_CAPS, headers=AUTH)
+    session = Legacy(balancer.url, caps=URL_CAPS, headers=AUTH)
     session.open()
     customer = f"c-{secrets.token_hex(4)}"
     tickets = [_legacy_ticket(session, customer) for _ in range(2)]
@@ -338,12 +370,16 @@ def test_a_2025_session_and_its_pushed_question_move_between_replicas(
         holder = balancer.routed[-1].upstream
         messages = sse_lines(stream.iter_lines())
         question = next(messages)
-        assert question["method"] == "elicitation/create"
-        answer = {"action": "accept", "content": {"confirm": True, "reason": "Resolved"}}
-        assert session.answer(question["id"], answer).status_code == 202
+        assert (question["method"], question["params"]["mode"]) == ("elicitation/create", "url")
+        # The host's word (its person went to the page), then the person's answer on the page.
+        assert session.answer(question["id"], {"action": "accept"}).status_code == 202
         answered_on = balancer.routed[-1].upstream
+        cluster.approve(question["params"]["url"], answered_on.removesuffix("/mcp"))
         rest = list(messages)
-    assert answered_on != holder  # the answer reached the waiting call through the other replica
+    assert answered_on != holder  # the host's word and the page's answer went to the other replica
+    assert [message["params"] for message in rest if message.get("method") == COMPLETE] == [
+        {"elicitationId": question["params"]["elicitationId"]}
+    ]
     assert rest[-1]["result"]["structuredContent"]["closed"] == tickets
     assert any(message.get("method") == "notifications/progress" for message in rest[:-1])
     # Every request of the session alternated between the two replicas.
@@ -358,7 +394,7 @@ def test_killing_the_replica_that_holds_a_long_call_loses_nothing_and_the_call_r
     cluster: Cluster, balancer: RoundRobin
 ) -> None:
     """The documented way back (docs/protocol.md): call again with the same idempotency key."""
-    session = Legacy(balancer.url, caps=FORM_CAPS, headers=AUTH)
+    session = Legacy(balancer.url, caps=URL_CAPS, headers=AUTH)
     session.open()
     customer = f"c-{secrets.token_hex(4)}"
     tickets = [_legacy_ticket(session, customer) for _ in range(3)]
@@ -368,9 +404,10 @@ def test_killing_the_replica_that_holds_a_long_call_loses_nothing_and_the_call_r
         holder = next(api for api in cluster.apis if api.url == balancer.routed[-1].upstream)
         messages = sse_lines(stream.iter_lines())
         question = next(messages)
-        answer = {"action": "accept", "content": {"confirm": True, "reason": "Resolved"}}
-        assert session.answer(question["id"], answer).status_code == 202
-        progress = next(messages)
+        assert session.answer(question["id"], {"action": "accept"}).status_code == 202
+        survivor = next(url for url in balancer.upstreams if url != holder.url)
+        cluster.approve(question["params"]["url"], survivor.removesuffix("/mcp"))
+        progress = next(message for message in messages if message.get("method") != COMPLETE)
         assert progress["method"] == "notifications/progress"  # the work has begun: kill its holder
         holder.stop(signal.SIGKILL)
         with contextlib.suppress(httpx.HTTPError):

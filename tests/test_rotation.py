@@ -18,7 +18,7 @@ OLD = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 NEW = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 TOKEN = secrets.token_urlsafe(24)
 WHO = {"authorization": f"Bearer {TOKEN}"}
-TASKS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
+TASKS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 LEGACY_TASKS: dict[str, Any] = {"elicitation": {"form": {}}, "tasks": {"list": {}, "cancel": {}}}
 ACTIVE = 3
 

@@ -208,7 +208,7 @@ def test_any_client_may_call_the_task_tools_on_its_own_tasks(owners: Served) -> 
             owners.url,
             "tools/call",
             {"name": "confirm_delete", "arguments": {"filename": "x"}},
-            caps={"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            caps={"elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
             headers=bearer("ann"),
         )
     )

@@ -189,10 +189,20 @@ def sse_lines(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
 
 class Stream:
     """An open ``subscriptions/listen`` stream of ``task_ids``, read on a thread: its frames (the
-    JSON-RPC messages) as they come."""
+    JSON-RPC messages) as they come. ``elicitation`` is what its client declared (form only unless
+    told: a person's question then reads ``working``, its link in ``statusMessage``)."""
 
-    def __init__(self, url: str, task_ids: list[str], auth: dict[str, str]) -> None:
-        caps: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+    def __init__(
+        self,
+        url: str,
+        task_ids: list[str],
+        auth: dict[str, str],
+        elicitation: dict[str, Any] | None = None,
+    ) -> None:
+        caps: dict[str, Any] = {
+            "elicitation": {"form": {}} if elicitation is None else elicitation,
+            "extensions": {TASKS_EXTENSION: {}},
+        }
         params = {"notifications": {"taskIds": task_ids}, "_meta": meta(caps)}
         self.id = f"l-{secrets.token_hex(3)}"
         body = {"jsonrpc": "2.0", "id": self.id, "method": "subscriptions/listen", "params": params}
