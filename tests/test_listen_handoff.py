@@ -108,7 +108,6 @@ def _audience() -> Audience:
         principal="ann",
         base="http://127.0.0.1:1",
         url_mode=False,
-        forms=False,
         legacy=False,
     )
 
