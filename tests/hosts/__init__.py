@@ -1,0 +1,1 @@
+"""Real MCP hosts driven headless against a real `longtools serve` (see README.md); not part of ./dev test."""
