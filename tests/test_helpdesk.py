@@ -177,7 +177,7 @@ def test_bulk_close_asks_once_then_closes_each_open_ticket_as_a_task(server: Ser
 
     # The approval is a person's: a client that shows forms is given its link, never the form.
     waiting = wait_for_task(url, task_id, lambda t: LINKS in t.get("_meta", {}))
-    ((key, link),) = waiting["_meta"][LINKS].items()
+    ((_, link),) = waiting["_meta"][LINKS].items()
     assert waiting["statusMessage"].endswith(f"A person must answer on its page: {link}")
     assert _events(url, first) == ["created"]  # nothing is touched before the answer
 
@@ -207,7 +207,7 @@ def test_bulk_close_asks_once_then_closes_each_open_ticket_as_a_task(server: Ser
     assert [entry["event"] for entry in closed_second["history"]] == ["created", "closed"]
 
 
-def test_bulk_close_without_the_tasks_extension_ends_the_call_with_its_link_and_a_no_on_the_page_closes_nothing(
+def test_bulk_close_without_tasks_ends_the_call_with_its_link_and_a_no_on_the_page_closes_nothing(
     server: Served,
 ) -> None:
     url, customer = server.url, _customer()
