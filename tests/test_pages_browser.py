@@ -143,8 +143,8 @@ def test_the_list_of_ones_tasks_follows_them_live(owners: Served, page: Page, tm
     page.keyboard.press("Enter")
     row = page.locator(f'[data-task="{task_id}"]')
     expect(row.locator(".status")).to_have_text("Waiting for an answer")
-    expect(row.locator("a.button")).to_have_text("Answer")
-    assert row.locator("a.button").get_attribute("href") == link.removeprefix(owners.base)
+    expect(row.locator(".questions a.button")).to_have_text("Answer")
+    assert row.locator(".questions a.button").get_attribute("href") == link.removeprefix(owners.base)
     assert _fits_the_width(page)
     _save(page, tmp_path, "tasks.png")
 

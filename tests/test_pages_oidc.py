@@ -26,7 +26,9 @@ from tests.wire import TASKS_EXTENSION, eventually, post, result
 
 CLIENT_ID = "longtools-pages"
 SESSION_TTL_S = 10.0
-TASK_CAPS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
+TASK_CAPS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}, "url": {}}}
+"""A tasks client that sends its person to pages: a task that waits for the person reads
+``input_required`` to it, the question a URL request for its link."""
 ANSWER_LINKS = "longtools.dev/answer-links"
 TIMEOUT_MS = 15_000
 """Bound of every Playwright wait (navigations, selectors)."""
@@ -213,7 +215,8 @@ def test_an_id_token_for_another_audience_signs_nobody_in(site: Site, page: Page
         assert _path(page) == "/signin/callback", page.url
         assert page.locator("h1").inner_text() == "Sign-in failed"
         assert page.locator("#who").count() == 0
-        assert "longtools-session" not in {cookie["name"] for cookie in page.context.cookies()}
+        names = [cookie["name"] for cookie in page.context.cookies()]
+        assert not [name for name in names if name.startswith("longtools-session")], names
     finally:
         site.provider.id_token_audience = None
 

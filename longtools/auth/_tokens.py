@@ -274,6 +274,18 @@ class BearerVerifier:
             log.warning("token_refused", kind=kind, reason="verifier error", error=type(exc).__name__)
             return None
 
+    def static_fingerprint(self, token: str, key: bytes) -> str | None:
+        """A keyed fingerprint of ``token`` (under ``key``) when it is a configured static token, else
+        None: what a page session made with it keeps instead of the token, so that
+        ``static_fingerprints`` can tell later whether that token is still configured."""
+        digest = _digest(token)
+        return _fingerprint(key, digest) if digest in self._static else None
+
+    def static_fingerprints(self, key: bytes) -> dict[str, str]:
+        """The fingerprint (``static_fingerprint``) of every configured static token under ``key``,
+        with the principal it is (``principal_id``'s ``token:<name>``)."""
+        return {_fingerprint(key, digest): f"token:{name}" for digest, name in self._static.items()}
+
     async def aclose(self) -> None:
         """Close the HTTP client this verifier made for itself (an injected one is left open)."""
         if self._owns_http and self._http is not None:
@@ -392,6 +404,13 @@ class BearerVerifier:
 
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+def _fingerprint(key: bytes, digest: bytes) -> str:
+    # Keyed, and of the digest this verifier keeps (it never keeps a token): whoever reads a
+    # fingerprint without the key cannot test guessed tokens against it. 128 bits: no two of a
+    # configuration's tokens share one.
+    return hmac.new(key, digest, hashlib.sha256).hexdigest()[:32]
 
 
 def _file_stamp(path: Path) -> tuple[int, int, int]:

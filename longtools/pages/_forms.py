@@ -10,6 +10,7 @@ the value that was typed (a secret's error must not repeat it).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,16 @@ from typing import Any, Literal
 
 import jsonschema
 
-__all__ = ["FORM_ERROR", "Choice", "Field", "content_of", "fields_of", "schema_errors"]
+__all__ = [
+    "FORM_ERROR",
+    "Choice",
+    "Field",
+    "content_of",
+    "fields_of",
+    "form_value",
+    "form_values",
+    "schema_errors",
+]
 
 FORM_ERROR = ""
 """The key of an error about the whole form rather than one field."""
@@ -49,7 +59,10 @@ _RADIOS = 5
 @dataclass(frozen=True)
 class Choice:
     value: str
+    """What the form posts for it: the option itself for a string, else its JSON (``2``, ``1.5``)."""
     label: str
+    data: Any = None
+    """The option as the schema has it (a string, a number, a boolean): what the answer carries."""
 
 
 @dataclass(frozen=True)
@@ -113,8 +126,12 @@ def fields_of(schema: Mapping[str, Any], *, sensitive: bool = False) -> list[Fie
         if kind == "array":
             items = prop.get("items")
             options = _choices(items) if isinstance(items, Mapping) else ()
+            given = common["default"] if isinstance(common["default"], list) else []
+            common["default"] = [form_value(value) for value in given]
             fields.append(Field(kind="choices", choices=options, **common))
         elif choices:
+            if common["default"] is not None:  # compared with what the options post
+                common["default"] = form_value(common["default"])
             fields.append(Field(kind="choice", choices=choices, **common))
         elif kind == "boolean":
             fields.append(Field(kind="boolean", **common))
@@ -158,12 +175,15 @@ def content_of(
             continue
         if field.kind == "choices":
             if values or field.required:
-                content[field.name] = values
+                content[field.name] = [_chosen(field, value) for value in values]
             continue
         raw = values[-1].strip() if values else ""
         if not raw:
             continue
-        if field.kind == "integer":
+        if field.kind == "choice":
+            # The option as the schema has it: a number's option posts "2", its answer is 2.
+            content[field.name] = _chosen(field, values[-1])
+        elif field.kind == "integer":
             try:
                 content[field.name] = int(raw)
             except ValueError:
@@ -244,18 +264,51 @@ def _in_words(error: jsonschema.ValidationError) -> str:
     return "This value is not accepted here."
 
 
+def form_value(value: Any) -> str:
+    """How a form posts ``value``: a string as it is, anything else (a number, a boolean) as its
+    JSON, so that an option of ``2`` and one of ``"2"`` stay apart."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def form_values(fields: Sequence[Field], content: Mapping[str, Any]) -> dict[str, list[str]]:
+    """An answer's ``content`` as the values its form posts, to fill the form in again: each
+    field's value(s) as strings; a ticked box is ``"true"``, an unticked one nothing."""
+    values: dict[str, list[str]] = {}
+    for field in fields:
+        if field.name not in content:
+            continue
+        value = content[field.name]
+        if field.kind == "boolean":
+            values[field.name] = ["true"] if value is True else []
+        elif isinstance(value, list):
+            values[field.name] = [form_value(item) for item in value]
+        elif value is not None:
+            values[field.name] = [form_value(value)]
+    return values
+
+
+def _chosen(field: Field, posted: str) -> Any:
+    """The option ``posted`` names, as the schema has it; an unknown one as posted (the schema
+    then says to choose one of the options)."""
+    return next((choice.data for choice in field.choices if choice.value == posted), posted)
+
+
 def _choices(prop: Mapping[str, Any]) -> tuple[Choice, ...]:
     """An enum's options with their labels: ``enum`` (with the legacy ``enumNames``), or titled
     ``oneOf``/``anyOf`` of ``const`` values (the 2025-11-25 form)."""
     titled = prop.get("oneOf") or prop.get("anyOf")
     if isinstance(titled, list) and titled and all(isinstance(o, Mapping) and "const" in o for o in titled):
-        return tuple(Choice(str(o["const"]), str(o.get("title") or o["const"])) for o in titled)
+        return tuple(
+            Choice(form_value(o["const"]), str(o.get("title") or o["const"]), o["const"]) for o in titled
+        )
     values = prop.get("enum")
     if not isinstance(values, list):
         return ()
     names = prop.get("enumNames")
     labels = names if isinstance(names, list) and len(names) == len(values) else values
-    return tuple(Choice(str(value), str(label)) for value, label in zip(values, labels, strict=True))
+    return tuple(
+        Choice(form_value(value), str(label), value) for value, label in zip(values, labels, strict=True)
+    )
 
 
 def _bound(prop: Mapping[str, Any], inclusive: str, exclusive: str) -> float | None:

@@ -104,7 +104,7 @@ class Frame:
     async def signed_in(self, request: Request) -> tuple[PageSession, bool]:
         """The request's session, and whether it is new (to be set on the response, ``kept``); a
         person not signed in is sent to the sign-in page, which brings them back here."""
-        session, expired = self.sessions.current(request)
+        session, expired = await self.sessions.current(request)
         if session is not None:
             return session, False
         if not self._settings.auth_configured:  # this computer only (_check_origin): one principal
@@ -145,9 +145,19 @@ class Frame:
             else self.sessions.form_token_matches(request, sent)
         )
         if not fits:
-            log.warning("page_form_refused", path=request.url.path, reason="csrf")
+            # The route, never the path: an answer link's path is the link (docs/security.md).
+            log.warning("page_form_refused", route=_route_of(request), reason="csrf")
             raise Refused(self.message(session, 403, "stale_form"))
         return form
+
+
+def _route_of(request: Request) -> str:
+    """``request``'s path with each of its parameters by name (``/answer/{token}``): which page it
+    was, without what the request put in its path."""
+    path = request.url.path
+    for name, value in request.path_params.items():
+        path = path.replace(str(value), f"{{{name}}}")
+    return path
 
 
 def local(path: str | None) -> str:

@@ -17,6 +17,7 @@ this sign-in's nonce. Nothing a token holds is logged or put in a message.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -55,6 +56,10 @@ PENDING_TTL_S = 600.0
 """Seconds a person has, from ``begin``, to come back to the callback."""
 HTTP_TIMEOUT_S = 5.0
 DISCOVERY_MAX_AGE_S = 3600.0
+DISCOVERY_RETRY_S = 30.0
+"""Seconds a failed discovery is answered again without asking the issuer: sign-in attempts against
+an issuer that is down (anyone may begin one) cost it one request, and this server one wait of up to
+``HTTP_TIMEOUT_S``, per this long, not one each."""
 # Far longer than any path of the page, and short enough that the sealed cookie stays far below
 # Sealer's MAX_SEALED (a longer value would not open again).
 MAX_NEXT_PATH = 1024
@@ -187,6 +192,10 @@ class OidcSignIn:
         self._owns_http = http is None
         self._metadata: _Metadata | None = None
         self._discovered_at = 0.0
+        self._discovering = asyncio.Lock()
+        """One discovery at a time: sign-ins that need one meanwhile wait for its outcome."""
+        self._failed: SignInFailed | None = None
+        self._failed_at = 0.0
         self._jwks: JwksUrl | None = None
         """The issuer's keys (its discovery names where), fetched as bearer tokens' are."""
 
@@ -299,10 +308,26 @@ class OidcSignIn:
         return _Pending(state=state, nonce=nonce, verifier=verifier, next_path=_local_path(next_path))
 
     async def _discover(self) -> _Metadata:
-        """The issuer's endpoints, from its discovery document (fetched again after an hour)."""
-        now = self._clock()
-        if self._metadata is not None and now - self._discovered_at < DISCOVERY_MAX_AGE_S:
+        """The issuer's endpoints, from its discovery document (fetched again after an hour; after a
+        failure, not before ``DISCOVERY_RETRY_S``)."""
+        async with self._discovering:
+            now = self._clock()
+            if self._metadata is not None and now - self._discovered_at < DISCOVERY_MAX_AGE_S:
+                return self._metadata
+            failed = self._failed
+            if failed is not None and now - self._failed_at < DISCOVERY_RETRY_S:
+                log.warning("sign_in_refused", reason=failed.reason, issuer_asked=False)
+                raise SignInFailed(str(failed), failed.reason)
+            try:
+                self._metadata = await self._fetch_metadata()
+            except SignInFailed as exc:
+                self._failed, self._failed_at = exc, now
+                raise
+            self._discovered_at = now
+            self._failed = None
             return self._metadata
+
+    async def _fetch_metadata(self) -> _Metadata:
         url = f"{self._issuer.rstrip('/')}/.well-known/openid-configuration"
         response = await self._request("GET", url, "discovery")
         if not response.is_success:
@@ -324,9 +349,7 @@ class OidcSignIn:
             and all(_secure_url(url) for url in (authorization, token, jwks))
         ):
             _refuse(_MISCONFIGURED, "discovery malformed")
-        self._metadata = _Metadata(authorization_endpoint=authorization, token_endpoint=token, jwks_uri=jwks)
-        self._discovered_at = now
-        return self._metadata
+        return _Metadata(authorization_endpoint=authorization, token_endpoint=token, jwks_uri=jwks)
 
     async def _exchange(self, metadata: _Metadata, code: str, verifier: str, redirect_uri: str) -> str:
         """The ID token the token endpoint gives for ``code``."""

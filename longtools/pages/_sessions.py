@@ -4,8 +4,15 @@ API process.
 A session is made only by a sign-in (a token checked by the bearer verifier, an OpenID Connect
 sign-in, or on a server without authentication a visit from this computer), never taken from a
 request: a value that did not come out of ``Sessions.new`` does not open (session fixation). It is
-sealed (``longtools._sealing``, its own label) over the principal, the name shown, an expiry and
-a random CSRF secret, and is kept nowhere but the browser's cookie: any replica reads it.
+sealed (``longtools._sealing``, its own label, bound to the cookie's name) over the principal, the
+name shown, an expiry, a random CSRF secret and a random session id, and is kept nowhere but the
+browser's cookie: any replica reads it.
+
+A session ends with what made it, checked at every request:
+- its expiry: the sign-in's TTL, or sooner the time ``/mcp`` stops taking the JWT it was made with;
+- a static token's session keeps a keyed fingerprint of the token (never the token), and ends once
+  the configuration no longer has that token for that principal;
+- a sign-out, recorded in Temporal (``_signouts``), so a copy of the cookie ends on every replica.
 
 Every form of the pages carries the session's CSRF secret, and every POST must send it back: a
 page of another site can make the browser POST with its cookie, but cannot read the secret. The
@@ -14,6 +21,7 @@ sign-in form, before there is a session, has its own short-lived cookie for the 
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import time
@@ -25,11 +33,14 @@ from starlette.responses import Response
 
 from longtools._sealing import Sealer, Unsealable
 from longtools._settings import Settings, is_loopback
+from longtools.auth import BearerVerifier
+from longtools.pages._signouts import SignOuts
 
-__all__ = ["PageSession", "Sessions", "secure_request"]
+__all__ = ["PageSession", "Sessions", "cookie_name", "secure_request"]
 
 _SESSION_LABEL: Final = "longtools page sessions"
 _FORM_LABEL: Final = "longtools page sign-in forms"
+_FINGERPRINT_LABEL: Final = b"longtools page session token fingerprints"
 _FORM_TTL_S: Final = 1800.0
 """How long a sign-in form may stay open before it is sent."""
 
@@ -44,6 +55,10 @@ class PageSession:
     csrf: str
     expires_at: float
     kind: SessionKind
+    session_id: str
+    """Random; what a sign-out records (``_signouts``)."""
+    fingerprint: str | None = None
+    """A static token's session: its token's keyed fingerprint (``BearerVerifier.static_fingerprint``)."""
 
 
 def secure_request(request: Request) -> bool:
@@ -53,53 +68,141 @@ def secure_request(request: Request) -> bool:
     return not (request.url.scheme == "http" and is_loopback(host))
 
 
-def _cookie(base: str, secure: bool) -> str:
-    # The __Host- prefix: the browser takes the cookie only if Secure, for this host alone, Path=/.
-    return f"__Host-{base}" if secure else base
+def cookie_name(base: str, request: Request) -> str:
+    """The name of the pages' cookie ``base`` for this request's site."""
+    if secure_request(request):
+        # The __Host- prefix: the browser takes the cookie only if Secure, for this host alone, Path=/.
+        return f"__Host-{base}"
+    # Plain HTTP to this computer: a browser sends a host's cookies to every port of it, and takes
+    # them from every port. With the port in the name, another server of this computer (another
+    # longtools, another app) sets cookies of other names, and does not replace or sign out this
+    # one's. It still receives this one's cookies, and can still set a cookie of this name on
+    # purpose (docs/security.md, "Plain HTTP on this computer").
+    return f"{base}-{request.url.port or 80}"
 
 
 class Sessions:
-    def __init__(self, settings: Settings) -> None:
+    """Makes, reads and ends the pages' sessions. ``verifier`` is None on a server without
+    authentication (whose sessions are all ``local``)."""
+
+    def __init__(self, settings: Settings, verifier: BearerVerifier | None, signouts: SignOuts) -> None:
         ring = settings.require_state_keys()
         self._sessions = Sealer(ring, _SESSION_LABEL)
         self._forms = Sealer(ring, _FORM_LABEL)
         self.ttl_s = settings.page_session_ttl_s
+        self._verifier = verifier
+        self._signouts = signouts
+        # A static token's session keeps a keyed fingerprint of its token, not the principal alone
+        # (a token replaced for the same principal must end its sessions) and not the token: the
+        # cookie is sealed, but a leaked state key ring, which forges page sessions, must not also
+        # give tokens that /mcp takes. An HMAC under a key of the ring, not a bare hash, so the
+        # fingerprint cannot be checked against guessed tokens without the ring either.
+        # Made under the first key, recognised under every key: a rotation ends no session.
+        self._fingerprint_key = hmac.new(ring[0], _FINGERPRINT_LABEL, hashlib.sha256).digest()
+        self._configured: dict[str, str] = {}
+        """The fingerprint of every static token of the configuration, with its principal."""
+        if verifier is not None:
+            for key in ring:
+                derived = hmac.new(key, _FINGERPRINT_LABEL, hashlib.sha256).digest()
+                self._configured.update(verifier.static_fingerprints(derived))
 
-    def current(self, request: Request) -> tuple[PageSession | None, bool]:
-        """The request's session, and whether it carried one that has expired (so the sign-in page
-        can say why it is shown)."""
-        token = request.cookies.get(_cookie("longtools-session", secure_request(request)))
+    async def current(self, request: Request) -> tuple[PageSession | None, bool]:
+        """The request's session, and whether it carried one that has expired, or whose token is no
+        longer configured (so the sign-in page can say why it is shown).
+
+        Costs one Temporal read for a live token or OIDC session (``SignOuts.ended``), none for others.
+
+        Raises:
+            RPCError: Temporal did not answer whether it was signed out (deny on error: the page
+                answers "unavailable")."""
+        name = cookie_name("longtools-session", request)
+        token = request.cookies.get(name)
         if token is None:
             return None, False
         try:
-            value = self._sessions.open(token)
+            # Bound to the cookie's name: a value set under another port's name does not open here.
+            value = self._sessions.open(token, name)
         except Unsealable:
             return None, False
-        principal, name, csrf, expires, kind = (value.get(k) for k in ("p", "n", "c", "e", "k"))
+        principal, shown, csrf, expires, kind, session_id, fingerprint = (
+            value.get(k) for k in ("p", "n", "c", "e", "k", "s", "f")
+        )
         if not (
             isinstance(principal, str)
-            and isinstance(name, str)
+            and isinstance(shown, str)
             and isinstance(csrf, str)
             and isinstance(expires, int | float)
             and kind in ("token", "oidc", "local")
+            and isinstance(session_id, str)
+            and (fingerprint is None or isinstance(fingerprint, str))
         ):
+            return None, False
+        # Made while the server ran in the other mode (the same keys, with or without authentication):
+        # a local session must not stand for anyone once people sign in, nor a sign-in without them.
+        if (kind == "local") != (self._verifier is None):
             return None, False
         if time.time() >= expires:
             return None, True
-        return PageSession(principal, name, csrf, float(expires), kind), False
+        # A token session with a fingerprint was made with a static token; one without, with a JWT,
+        # and its expiry is the JWT's already (``new``).
+        if fingerprint is not None and self._configured.get(fingerprint) != principal:
+            return None, True
+        session = PageSession(principal, shown, csrf, float(expires), kind, session_id, fingerprint)
+        # A local session is anyone on this computer (no sign-in, no sign-out that would hold): nothing
+        # to read for it.
+        if kind != "local" and await self._signouts.ended(session_id):
+            return None, False
+        return session, False
 
-    def new(self, principal: str, name: str, kind: SessionKind) -> PageSession:
-        return PageSession(principal, name, secrets.token_urlsafe(24), time.time() + self.ttl_s, kind)
+    def new(
+        self,
+        principal: str,
+        name: str,
+        kind: SessionKind,
+        *,
+        until: float | None = None,
+        fingerprint: str | None = None,
+    ) -> PageSession:
+        """A new session; it expires after the TTL, or at ``until`` (Unix time) if that is sooner."""
+        expires = time.time() + self.ttl_s
+        if until is not None:
+            expires = min(expires, until)
+        return PageSession(
+            principal, name, secrets.token_urlsafe(24), expires, kind, secrets.token_urlsafe(16), fingerprint
+        )
+
+    def fingerprint(self, token: str) -> str | None:
+        """What a session made with ``token`` keeps of it: its fingerprint if it is a static token."""
+        if self._verifier is None:
+            return None
+        return self._verifier.static_fingerprint(token, self._fingerprint_key)
+
+    async def end(self, session: PageSession) -> None:
+        """End ``session`` on every replica, for every copy of its cookie (a sign-out).
+
+        Raises:
+            RPCError: Temporal did not take the sign-out."""
+        if session.kind != "local":
+            await self._signouts.end(session.session_id, session.expires_at)
 
     def set(self, response: Response, request: Request, session: PageSession) -> None:
-        value = {"p": session.principal, "n": session.name, "c": session.csrf, "e": session.expires_at}
-        sealed = self._sessions.seal({**value, "k": session.kind})
+        value = {
+            "p": session.principal,
+            "n": session.name,
+            "c": session.csrf,
+            "e": session.expires_at,
+            "k": session.kind,
+            "s": session.session_id,
+        }
+        if session.fingerprint is not None:
+            value["f"] = session.fingerprint
+        name = cookie_name("longtools-session", request)
         secure = secure_request(request)
         # No Max-Age: the browser keeps it until it closes, and the sealed expiry ends it before
         # that; an expired one still comes back, so the sign-in can say why it is asked again.
         response.set_cookie(
-            _cookie("longtools-session", secure),
-            sealed,
+            name,
+            self._sessions.seal(value, name),
             path="/",
             secure=secure,
             httponly=True,
@@ -109,7 +212,11 @@ class Sessions:
     def clear(self, response: Response, request: Request) -> None:
         secure = secure_request(request)
         response.delete_cookie(
-            _cookie("longtools-session", secure), path="/", secure=secure, httponly=True, samesite="lax"
+            cookie_name("longtools-session", request),
+            path="/",
+            secure=secure,
+            httponly=True,
+            samesite="lax",
         )
 
     @staticmethod
@@ -121,7 +228,7 @@ class Sessions:
         """Keep a sign-in form's token in a short-lived cookie, for ``form_token_matches``."""
         secure = secure_request(request)
         response.set_cookie(
-            _cookie("longtools-signin", secure),
+            cookie_name("longtools-signin", request),
             self._forms.seal({"c": token, "e": time.time() + _FORM_TTL_S}),
             max_age=int(_FORM_TTL_S),
             path="/",
@@ -131,7 +238,7 @@ class Sessions:
         )
 
     def form_token_matches(self, request: Request, sent: str | None) -> bool:
-        cookie = request.cookies.get(_cookie("longtools-signin", secure_request(request)))
+        cookie = request.cookies.get(cookie_name("longtools-signin", request))
         if cookie is None or not sent:
             return False
         try:

@@ -16,17 +16,16 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from longtools._settings import Settings
-from longtools.auth import AuthConfigError, BearerVerifier, principal_id
+from longtools.auth import LEEWAY_S, AuthConfigError, BearerVerifier, principal_id
 from longtools.pages._frame import Frame, local
 from longtools.pages._oidc import OidcSignIn, SignInFailed
-from longtools.pages._sessions import secure_request
+from longtools.pages._sessions import cookie_name, secure_request
 from longtools.tasks import public_base
 
 __all__ = ["SignIn"]
 
 log = structlog.get_logger("longtools.pages")
 
-_OIDC_COOKIE: Final = "longtools-oidc"
 _PENDING_S: Final = 600
 """How long the sign-in cookie of an OIDC sign-in in progress lasts (``_oidc``'s pending value)."""
 
@@ -62,13 +61,13 @@ class SignIn:
             await self._oidc.aclose()
 
     async def _signin_page(self, request: Request) -> Response:
-        return self._signin(request, local(request.query_params.get("next")))
+        return await self._signin(request, local(request.query_params.get("next")))
 
-    def _signin(
+    async def _signin(
         self, request: Request, next_path: str, *, error: str | None = None, status: int = 200
     ) -> Response:
         sessions = self._frame.sessions
-        session, expired = sessions.current(request)
+        session, expired = await sessions.current(request)
         if not self._settings.auth_configured or (session is not None and error is None):
             return RedirectResponse(next_path, status_code=303)
         csrf = sessions.new_form_token() if self._tokens else None
@@ -96,9 +95,19 @@ class SignIn:
         access = await self._verifier.verify_token(token) if token else None
         if access is None:
             said = "This token was not accepted. Check it and try again."
-            return self._signin(request, next_path, error=said, status=401)
+            return await self._signin(request, next_path, error=said, status=401)
         principal = principal_id(access)
-        session = self._frame.sessions.new(principal, access.subject or principal, "token")
+        sessions = self._frame.sessions
+        # A JWT's session ends when /mcp would stop taking the JWT (its exp, with the verifier's
+        # leeway); a static token's, once the configuration no longer has it (its fingerprint).
+        until = None if access.expires_at is None else access.expires_at + LEEWAY_S
+        session = sessions.new(
+            principal,
+            access.subject or principal,
+            "token",
+            until=until,
+            fingerprint=sessions.fingerprint(token),
+        )
         log.info("page_signed_in", kind="token")
         return self._frame.kept(RedirectResponse(next_path, status_code=303), request, session, True)
 
@@ -114,7 +123,7 @@ class SignIn:
         response = RedirectResponse(url, status_code=303)
         secure = secure_request(request)
         response.set_cookie(
-            _pending_cookie(secure),
+            cookie_name("longtools-oidc", request),
             pending,
             max_age=_PENDING_S,
             path="/",
@@ -128,7 +137,7 @@ class SignIn:
         if self._oidc is None:
             return self._frame.message(None, 404, "unknown")
         secure = secure_request(request)
-        cookie = _pending_cookie(secure)
+        cookie = cookie_name("longtools-oidc", request)
         try:
             signed = await self._oidc.finish(
                 dict(request.query_params), request.cookies.get(cookie), self._callback(request)
@@ -137,6 +146,9 @@ class SignIn:
             response = self._failed(exc)
         else:
             name = signed.name or signed.principal.partition("|")[2]
+            # Not bounded by the ID token's exp: that says how long the token may be taken at a
+            # sign-in (OpenID Connect Core 3.1.3.7), often minutes, not how long a sign-in lasts;
+            # LONGTOOLS_PAGE_SESSION_TTL_S is the operator's bound (docs/security.md).
             session = self._frame.sessions.new(signed.principal, name, "oidc")
             log.info("page_signed_in", kind="oidc")
             response = self._frame.kept(
@@ -154,17 +166,16 @@ class SignIn:
         return public_base(self._settings, base) + "/signin/callback"
 
     async def _signout(self, request: Request) -> Response:
-        session, _ = self._frame.sessions.current(request)
+        session, _ = await self._frame.sessions.current(request)
         if session is None:
             return RedirectResponse("/signin", status_code=303)
         await self._frame.form(request, session)
+        # Ended where every replica looks, before the page says so: the cookie deleted below ends
+        # only this browser's copy.
+        await self._frame.sessions.end(session)
         response = self._frame.message(None, 200, "signed_out_now")
         self._frame.sessions.clear(response, request)
         return response
-
-
-def _pending_cookie(secure: bool) -> str:
-    return f"__Host-{_OIDC_COOKIE}" if secure else _OIDC_COOKIE
 
 
 def _host_of(url: str) -> str:

@@ -1,5 +1,6 @@
-"""A task as a person sees it on the pages: where it stands in words, its progress, the questions it
-waits for (each with its answer link) and its result. API process."""
+"""A task as a person sees it on the pages: which one it is (the tool's line about it), where it
+stands in words, how it ended (declined, or failed and why), its progress, the questions it waits
+for (each with its answer link) and its result. API process."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from typing import Any
 
 from longtools.tasks import TERMINAL, AnswerLinks, TaskView
 from longtools.tools import Registry
-from longtools.workflows import marking_of
+from longtools.workflows import marking_of, reask_of
 
 __all__ = ["QuestionCard", "TaskCard", "card_of", "signature"]
 
 _MAX_SHOWN = 20_000
 """Characters of a result shown on the page (the rest is cut: the page is for a person to read)."""
+_MAX_LINE = 300
+"""Characters of a card's one-line outcome (a failure's message) shown in the list of tasks."""
 
 _STATUS_WORDS = {
     "working": "Working",
@@ -31,11 +34,14 @@ _STATUS_WORDS = {
 class QuestionCard:
     key: str
     message: str
+    """The question as its tool asked it (for one asked again, as first asked: ``again``)."""
     path: str | None
     """The answer link (a path of this server); None for what only the client can answer
     (sampling, roots)."""
     person: bool
     sensitive: bool
+    again: bool = False
+    """Asked again: its last answer broke a rule of the tool's (``longtools.workflows.Reask``)."""
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,15 @@ class TaskCard:
     task_id: str
     tool: str
     title: str
+    summary: str | None
+    """The tool's line about this task (its arguments, by default): what tells eight tasks of one
+    tool apart."""
     status: str
+    state: str
+    """How it stands or ended, for its badge: a status, or ``declined`` (completed, its person said no)."""
     status_words: str
+    outcome: str | None
+    """How it ended, on one line: why it failed, or the tool's ``outcome`` word."""
     message: str | None
     progress: float | None
     total: float | None
@@ -57,6 +70,8 @@ class TaskCard:
     updated_at: str
     version: str
     """Changes whenever anything shown changes (``signature``)."""
+    last_status: str | None = None
+    """What the tool last said before it ended, when its end says nothing (a cancel: its rollback)."""
 
     @property
     def done(self) -> bool:
@@ -102,13 +117,17 @@ def card_of(view: TaskView, registry: Registry, links: AnswerLinks, principal: s
         form = question.get("method") == "elicitation/create" and params.get("mode", "form") == "form"
         marking = marking_of(question)
         message = str(params.get("message") or _ASKS.get(str(question.get("method")), "A question"))
+        reask = reask_of(question)
         questions.append(
             QuestionCard(
                 key=key,
-                message=message,
+                # Its own message starts with why it is asked again, in the tool's field names;
+                # the page says that beside each field, by its label.
+                message=reask.message if reask is not None and reask.message else message,
                 path=links.path(principal, view, key) if form else None,
                 person=marking.person,
                 sensitive=marking.sensitive,
+                again=reask is not None,
             )
         )
     result = view.result or {}
@@ -116,13 +135,20 @@ def card_of(view: TaskView, registry: Registry, links: AnswerLinks, principal: s
     if text is not None and structured is not None and _same_json(text, structured):
         text = None  # the text is the data again (a tool's model result): shown once, readably
     error = (view.error or {}).get("message") if view.error else None
+    state, words, outcome = _ending(view)
     return TaskCard(
         task_id=view.task_id,
         tool=view.tool,
         title=title,
+        summary=view.summary,
         status=view.status,
-        status_words=_words(view),
-        message=view.message,
+        state=state,
+        status_words=words,
+        outcome=outcome,
+        # A cancelled task keeps what its tool said last (its clean-up: a rollback, say), shown as
+        # such; a task that works shows what it says now.
+        message=None if view.status in TERMINAL else view.message,
+        last_status=view.message if view.status in TERMINAL else None,
         progress=view.progress,
         total=view.total,
         questions=tuple(questions),
@@ -144,11 +170,41 @@ _ASKS = {
 }
 
 
-def _words(view: TaskView) -> str:
+_DECLINED = frozenset({"declined", "decline"})
+"""A result's ``outcome`` (or ``action``) that says its person said no: the examples' convention
+(``BulkCloseOutput.outcome``, ``Elicited.action``)."""
+
+
+def _ending(view: TaskView) -> tuple[str, str, str | None]:
+    """Where the task stands, as its badge's kind and words, and how it ended on one line.
+
+    A tool error (a completed task whose result ``isError``) is a failure to the person, with its
+    message; a result whose ``outcome`` is ``declined`` is "Declined", not "Done"; any other
+    ``outcome`` word of a result is said under the badge.
+    """
     words = _STATUS_WORDS.get(view.status, view.status)
-    if view.status == "completed" and (view.result or {}).get("isError") is True:
-        return "Done, with an error"
-    return words
+    if view.status == "failed":
+        message = (view.error or {}).get("message")
+        return "failed", words, _line(str(message)) if message else None
+    if view.status != "completed":
+        return view.status, words, None
+    result = view.result or {}
+    if result.get("isError") is True:
+        return "failed", "Failed", _line(_result_text(result) or "")
+    structured = result.get("structuredContent")
+    said = structured if isinstance(structured, Mapping) else {}
+    outcome, action = said.get("outcome"), said.get("action")
+    if outcome in _DECLINED or (outcome is None and action in _DECLINED):
+        return "declined", "Declined", None
+    if isinstance(outcome, str) and outcome:
+        return "completed", words, "Outcome: " + outcome.replace("_", " ")
+    return "completed", words, None
+
+
+def _line(text: str) -> str | None:
+    """``text`` on one line of at most ``_MAX_LINE`` characters (None when it is empty)."""
+    line = " ".join(text.split())
+    return (line if len(line) <= _MAX_LINE else line[: _MAX_LINE - 1] + "…") or None
 
 
 def _result_text(result: Mapping[str, Any]) -> str | None:

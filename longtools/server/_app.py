@@ -201,6 +201,8 @@ def create_app(
         held,
         allowed_hosts=[*_LOOPBACK_HOSTS, *settings.allowed_hosts],
         verifier=verifier,
+        connection=connection,
+        once=once,
     )
     app.router.routes.extend(pages.routes)
     closers.append(pages.aclose)

@@ -578,6 +578,10 @@ class Tasks:
             view = await self._with_activity_progress(view, desc)
         else:
             view = await self._closed(replace(view, updated_at=desc.close_time or created), tool, desc)
+            if view.status == "cancelled":
+                # What the tool said last (its clean-up: a rollback, say), which the memo keeps
+                # past the end; a task that ended otherwise says so with its result or error.
+                view = replace(view, message=_running(view, memo.get(TASK_MEMO)).message)
         self._know(task_id, principal, view)
         return view
 
