@@ -15,7 +15,7 @@ from pathlib import Path
 
 from playwright.async_api import Browser as AsyncBrowser
 from playwright.async_api import async_playwright
-from playwright.sync_api import Browser, ViewportSize, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -63,3 +63,9 @@ def screenshot_dirs(tmp_path: Path) -> list[Path]:
         dirs.append(Path(extra))
         dirs[-1].mkdir(parents=True, exist_ok=True)
     return dirs
+
+
+def save_screenshot(page: Page, tmp_path: Path, name: str) -> None:
+    """Save the whole ``page`` as ``name`` in each of ``screenshot_dirs``."""
+    for folder in screenshot_dirs(tmp_path):
+        page.screenshot(path=str(folder / name), full_page=True)

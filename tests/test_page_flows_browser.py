@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import PHONE, chromium, screenshot_dirs
+from tests.browser import PHONE, chromium, save_screenshot
 from tests.conftest import OWNER_TOKENS, Served, bearer
 from tests.page_server import TASK_CAPS, call, ended, link_of, signed_in, start_pages_server, task
 from tests.wire import eventually, post, result
@@ -73,11 +73,6 @@ def scriptless(browser: Browser) -> Iterator[Page]:
         context.close()
 
 
-def _save(page: Page, tmp_path: Path, name: str) -> None:
-    for folder in screenshot_dirs(tmp_path):
-        page.screenshot(path=str(folder / name), full_page=True)
-
-
 def _keep(page: Page, tmp_path: Path, name: str) -> None:
     """A screenshot no page of the docs shows: in the test's own folder only."""
     page.screenshot(path=str(tmp_path / name), full_page=True)
@@ -119,7 +114,7 @@ def test_an_answer_the_tool_refuses_brings_its_question_back_at_once_with_each_r
     expect(page.locator("#f-reason")).to_have_value("disk full")
     assert page.is_checked("#f-urgent") and page.is_checked("#f-priority-3")
     assert _fits_the_width(page)
-    _save(page, tmp_path, "answer-again.png")
+    save_screenshot(page, tmp_path, "answer-again.png")
 
     page.fill("#f-change_ticket", "CHG-1042")
     page.click("button[value=accept]")
@@ -233,7 +228,7 @@ def test_the_list_shows_a_new_task_at_once_says_which_each_is_and_how_each_ended
         )
         assert lines == 1, ids.nth(n).inner_text()
     assert _fits_the_width(page)
-    _save(page, tmp_path, "tasks-outcomes.png")
+    save_screenshot(page, tmp_path, "tasks-outcomes.png")
 
 
 def test_a_cancel_is_asked_first_without_javascript_and_the_task_then_shows_what_its_tool_said_last(
@@ -266,7 +261,7 @@ def test_a_cancel_is_asked_first_without_javascript_and_the_task_then_shows_what
     )
     assert ended(served.url, task_id)["status"] == "cancelled"
     assert _fits_the_width(page)
-    _save(page, tmp_path, "task-cancelled.png")
+    save_screenshot(page, tmp_path, "task-cancelled.png")
 
 
 def test_a_task_page_left_open_shows_what_the_tool_said_last_when_it_is_cancelled_elsewhere(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import PHONE, chromium, screenshot_dirs
+from tests.browser import PHONE, chromium, save_screenshot
 from tests.conftest import OWNER_TOKENS, Served, bearer
 from tests.pages import PageClient
 from tests.wire import post, result
@@ -40,11 +40,6 @@ def page(browser: Browser) -> Iterator[Page]:
         yield context.new_page()
     finally:
         context.close()
-
-
-def _save(page: Page, tmp_path: Path, name: str) -> None:
-    for folder in screenshot_dirs(tmp_path):
-        page.screenshot(path=str(folder / name), full_page=True)
 
 
 def _chat_host(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +76,7 @@ def test_a_person_answers_in_the_browser_what_a_chat_host_may_not_and_follows_th
     page.goto(link)
     expect(page.locator("h1")).to_have_text(f"Sign in to {'longtools'}")
     assert _fits_the_width(page)
-    _save(page, tmp_path, "answer-signin.png")
+    save_screenshot(page, tmp_path, "answer-signin.png")
     page.fill("#token", OWNER_TOKENS["ann"])
     page.keyboard.press("Enter")
 
@@ -93,7 +88,7 @@ def test_a_person_answers_in_the_browser_what_a_chat_host_may_not_and_follows_th
     expect(page.locator("#f-note")).to_have_attribute("type", "text")
     assert page.is_checked("text=Resolved")  # the default
     assert _fits_the_width(page)
-    _save(page, tmp_path, "answer-form.png")
+    save_screenshot(page, tmp_path, "answer-form.png")
 
     page.check("#f-confirm")
     page.check("text=Duplicate")
@@ -107,7 +102,7 @@ def test_a_person_answers_in_the_browser_what_a_chat_host_may_not_and_follows_th
     expect(page.locator("#f-note")).to_be_focused()
     assert page.is_checked("#f-confirm") and page.is_checked("text=Duplicate")
     assert page.locator(".error").count() == 1
-    _save(page, tmp_path, "answer-error.png")
+    save_screenshot(page, tmp_path, "answer-error.png")
 
     # By keyboard: the note is focused; replace it and send with Enter.
     page.keyboard.press("Control+A")
@@ -121,7 +116,7 @@ def test_a_person_answers_in_the_browser_what_a_chat_host_may_not_and_follows_th
     expect(page.locator("#result-json")).to_contain_text('"outcome": "closed"')
     expect(page.locator("#result-json")).to_contain_text('"note": "Merged into one ticket."')
     assert _fits_the_width(page)
-    _save(page, tmp_path, "answer-task.png")
+    save_screenshot(page, tmp_path, "answer-task.png")
     outcome = _chat_host(owners.url, "task_status", {"taskId": task_id})["structuredContent"]
     assert outcome["status"] == "completed"
     assert outcome["result"]["structuredContent"]["reason"] == "Duplicate"
@@ -146,7 +141,7 @@ def test_the_list_of_ones_tasks_follows_them_live(owners: Served, page: Page, tm
     expect(row.locator(".questions a.button")).to_have_text("Answer")
     assert row.locator(".questions a.button").get_attribute("href") == link.removeprefix(owners.base)
     assert _fits_the_width(page)
-    _save(page, tmp_path, "tasks.png")
+    save_screenshot(page, tmp_path, "tasks.png")
 
     # Answered elsewhere (another tab, another device): the list shows it without a reload.
     with PageClient(owners.base) as elsewhere:
@@ -173,7 +168,7 @@ def test_a_secret_is_typed_into_a_password_field_and_never_shown_again(
     expect(page.locator("#f-password")).to_have_value("")  # what was typed is not sent back
     secret = f"pw-{secrets.token_hex(8)}"
     page.fill("#f-password", secret)
-    _save(page, tmp_path, "answer-secret.png")
+    save_screenshot(page, tmp_path, "answer-secret.png")
     page.click("button[value=accept]")
     expect(page.locator("#live")).to_have_attribute("data-done", "true")
     expect(page.locator("#result-json")).to_contain_text('"outcome": "connected"')

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, Request
 
-from tests.browser import chromium, screenshot_dirs
+from tests.browser import chromium, save_screenshot
 from tests.conftest import Served, free_port, start_server
 from tests.oidc_provider import OidcProvider
 from tests.wire import TASKS_EXTENSION, eventually, post, result
@@ -158,11 +158,6 @@ def _next_of(href: str | None) -> str:
     return back
 
 
-def _save(page: Page, tmp_path: Path, name: str) -> None:
-    for folder in screenshot_dirs(tmp_path):
-        page.screenshot(path=str(folder / name), full_page=True)
-
-
 def test_a_person_signs_in_with_the_provider_and_answers_their_question(
     site: Site, page: Page, tmp_path: Path
 ) -> None:
@@ -176,11 +171,11 @@ def test_a_person_signs_in_with_the_provider_and_answers_their_question(
     offer = page.get_by_role("link", name=f"Sign in with {provider_host}")
     assert _next_of(offer.get_attribute("href")) == urlsplit(link).path
     assert page.locator("#who").count() == 0  # nobody is signed in yet
-    _save(page, tmp_path, "oidc-signin.png")
+    save_screenshot(page, tmp_path, "oidc-signin.png")
 
     offer.click()
     page.wait_for_url(f"{site.provider.issuer}/authorize?*")
-    _save(page, tmp_path, "oidc-provider.png")
+    save_screenshot(page, tmp_path, "oidc-provider.png")
     _sign_in_at_provider(page, site, "alice")
 
     # Back on the question the link made, signed in as alice.
@@ -188,7 +183,7 @@ def test_a_person_signs_in_with_the_provider_and_answers_their_question(
     assert page.locator("#question").inner_text() == question
     assert page.locator("header").get_by_text("Signed in as").is_visible()
     assert page.locator("#who").inner_text() == "Alice"  # the ID token's name
-    _save(page, tmp_path, "oidc-answer.png")
+    save_screenshot(page, tmp_path, "oidc-answer.png")
 
     page.locator("#f-confirm").check()
     page.get_by_label("Duplicate").check()
