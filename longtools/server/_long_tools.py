@@ -244,7 +244,7 @@ class LongTools:
                 if by_tools:
                     return await self.task_tools.started(ctx, view)
                 if asks_nobody:
-                    return await self._ended_or_asked(ctx, tool, view)
+                    return await self._asked_or_created(ctx, tool, view)
                 if as_task:
                     return await self._created(tool, view)
                 return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
@@ -288,7 +288,7 @@ class LongTools:
         self._tasks.follow(view, interval)  # the client polls it next
         return {"resultType": "task", **view.wire(interval)}
 
-    async def _ended_or_asked(
+    async def _asked_or_created(
         self, ctx: ServerRequestContext[Any, Any], tool: Tool, view: TaskView
     ) -> CallToolResult | dict[str, Any]:
         """Where the task stands in words (its questions, a person's with its link) if it asks
