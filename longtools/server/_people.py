@@ -12,8 +12,9 @@ client is shown follows from what it declared:
   to the page, ``decline`` and ``cancel`` that they did not (and a host may say that with no person
   asked at all). After its ``decline`` or ``cancel`` the call ends with the link, for the model and
   the person to go on with; the task waits for the page;
-- any other client gets the link only: in words, in ``structuredContent``, in the task's
-  ``statusMessage`` and in ``_meta[ANSWER_LINKS_META]``, never a form it could fill in itself.
+- any other client gets the link only: in words, in the task's ``statusMessage`` and in
+  ``_meta[ANSWER_LINKS_META]`` (and as the task in ``structuredContent`` where the tool's output
+  schema leaves it free: ``as_call_of``), never a form it could fill in itself.
 
 Unmarked questions are shown as they are. Every task shown carries the links of its person's
 questions in ``_meta``, whoever asks.
