@@ -270,6 +270,8 @@ def test_a_form_shows_each_kind_of_field_and_sends_each_answer_as_its_type(
     asking = eventually(lambda: _task(owners.url, "ann", task_id), _asks)
     [link] = asking["_meta"][LINKS].values()
     opened = ann.get(link)
+    assert opened.heading == "fill_profile asks"  # a tool without a title is named once (N11)
+    assert ann.get(f"/tasks/{task_id}").heading == "fill_profile"
     text = opened.text
     assert '<input id="f-name" name="name" type="text" value=""' in text
     assert 'aria-describedby="f-name-help f-name-hint" aria-required="true"' in text
