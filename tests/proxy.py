@@ -9,19 +9,15 @@ Runs in a thread of the test process and stops with ``close()`` (or with the pro
 from __future__ import annotations
 
 import itertools
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx
-import uvicorn
-from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+
+from tests.threaded import InThread, serve_in_thread
 
 _HOP_BY_HOP = {
     "connection",
@@ -51,30 +47,16 @@ class RoundRobin:
     routed: list[Routed] = field(default_factory=list)
     url: str = ""
     _turn: itertools.count[int] = field(default_factory=itertools.count)
-    _server: uvicorn.Server | None = None
-    _thread: threading.Thread | None = None
+    _served: InThread | None = None
 
     def start(self) -> RoundRobin:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)  # connections wait in the backlog until the server accepts them
-        port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/{path:path}", self._forward, methods=["GET", "POST", "DELETE"])])
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            assert time.monotonic() < deadline, "the proxy never started"
-            time.sleep(0.01)
-        self.url = f"http://127.0.0.1:{port}/mcp"
+        self._served = serve_in_thread(self._forward)
+        self.url = f"http://127.0.0.1:{self._served.port}/mcp"
         return self
 
     def close(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
+        if self._served is not None:
+            self._served.close()
 
     def upstreams_of(self, session: str) -> list[str]:
         return [routed.upstream for routed in self.routed if routed.session == session]

@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -50,15 +49,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
 
 from tests.conftest import CLIENT_DRIVERS, NODE, OWNER_TOKENS, Served, bearer
 from tests.pages import Page, PageClient
+from tests.threaded import InThread, serve_in_thread
 from tests.wire import TASKS_EXTENSION, eventually, get_task, post, result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,27 +289,16 @@ class WireLog:
     auth: dict[str, str] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
     url: str = ""
-    _server: uvicorn.Server | None = None
-    _thread: threading.Thread | None = None
+    _served: InThread | None = None
 
     def start(self) -> WireLog:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        app = Starlette(routes=[Route("/{path:path}", self._forward, methods=["GET", "POST", "DELETE"])])
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        server = self._server
-        eventually(lambda: server.started, within=10)
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        self._served = serve_in_thread(self._forward)
+        self.url = f"http://127.0.0.1:{self._served.port}/mcp"
         return self
 
     def close(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
+        if self._served is not None:
+            self._served.close()
 
     async def _forward(self, request: Request) -> Response:
         content = await request.body()

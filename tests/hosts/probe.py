@@ -20,16 +20,12 @@ the host's answer is on the wire and in what reaches its model. A 2025-era ``ini
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+
+from tests.threaded import InThread, serve_in_thread
 
 SCENARIOS = ("url-no-id", "url-id", "form", "form-no-mode", "text-link", "text-link-error")
 VERSION = "2026-07-28"
@@ -65,33 +61,17 @@ class Probe:
         self.scenario = scenario
         self.url = ""
         self.base = ""
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._served: InThread | None = None
 
     def start(self) -> Probe:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE"])])
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the probe server never started")
-            time.sleep(0.01)
-        self.base = f"http://127.0.0.1:{port}"
+        self._served = serve_in_thread(self._handle)
+        self.base = f"http://127.0.0.1:{self._served.port}"
         self.url = self.base + "/mcp"
         return self
 
     def close(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True
-            self._thread.join(timeout=5)
+        if self._served is not None:
+            self._served.close(force=True)
 
     def link(self) -> str:
         return f"{self.base}/answer/probe-{self.scenario}-0123456789abcdefghijklmnopqrstuvwxyz"

@@ -30,7 +30,6 @@ import asyncio
 import itertools
 import json
 import re
-import socket
 import threading
 import time
 import uuid
@@ -39,11 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+
+from tests.threaded import InThread, serve_in_thread
 
 LINK = re.compile(r"https?://[^\s\"'<>\\)\]]+/answer/[A-Za-z0-9_\-]+")
 TASK_ID = re.compile(r'taskId "([^"]+)"')
@@ -627,35 +625,17 @@ class StandIn:
         self.log = log
         self.url = ""
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._served: InThread | None = None
         self._t0 = time.monotonic()
 
     def start(self) -> StandIn:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        port = sock.getsockname()[1]
-        app = Starlette(
-            routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "PUT", "HEAD"])]
-        )
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the stand-in model never started")
-            time.sleep(0.01)
-        self.url = f"http://127.0.0.1:{port}"
+        self._served = serve_in_thread(self._handle, methods=("GET", "POST", "DELETE", "PUT", "HEAD"))
+        self.url = f"http://127.0.0.1:{self._served.port}"
         return self
 
     def close(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True
-            self._thread.join(timeout=5)
+        if self._served is not None:
+            self._served.close(force=True)
 
     def entries(self) -> list[dict[str, Any]]:
         if not self.log.exists():

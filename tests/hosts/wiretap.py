@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -19,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
-from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+
+from tests.threaded import InThread, serve_in_thread
 
 _HOP_BY_HOP = {
     "connection",
@@ -59,35 +57,17 @@ class WireTap:
         self.url = ""
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._served: InThread | None = None
         self._t0 = time.monotonic()
 
     def start(self) -> WireTap:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        port = sock.getsockname()[1]
-        app = Starlette(
-            routes=[Route("/{path:path}", self._forward, methods=["GET", "POST", "DELETE", "PUT", "PATCH"])]
-        )
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the wiretap never started")
-            time.sleep(0.01)
-        self.url = f"http://127.0.0.1:{port}/mcp"
+        self._served = serve_in_thread(self._forward, methods=("GET", "POST", "DELETE", "PUT", "PATCH"))
+        self.url = f"http://127.0.0.1:{self._served.port}/mcp"
         return self
 
     def close(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True
-            self._thread.join(timeout=5)
+        if self._served is not None:
+            self._served.close(force=True)
 
     def _write(self, entry: dict[str, Any]) -> None:
         entry = {"t": round(time.monotonic() - self._t0, 3), **entry}
