@@ -34,14 +34,18 @@ def _quiet_env(ctx: Context, **extra: str) -> dict[str, str]:
     return {**ctx.env, **extra}
 
 
-# --- Claude Code ---------------------------------------------------------------------------------
-
-
-class _Claude(Host):
-    package = "@anthropic-ai/claude-code"
+class _NpmHost(Host):
+    """A host from the npm registry (tests/hosts/package.json): its version is its package's."""
 
     def version(self, ctx: Context) -> str:
         return _npm_version(self.package)
+
+
+# --- Claude Code ---------------------------------------------------------------------------------
+
+
+class _Claude(_NpmHost):
+    package = "@anthropic-ai/claude-code"
 
     def _setup(self, ctx: Context) -> tuple[list[str], dict[str, str]]:
         config = ctx.run_dir / "claude-mcp.json"
@@ -224,11 +228,8 @@ class ClaudeTui(Tui, _Claude):
 # --- GitHub Copilot CLI ------------------------------------------------------------------------
 
 
-class _Copilot(Host):
+class _Copilot(_NpmHost):
     package = "@github/copilot"
-
-    def version(self, ctx: Context) -> str:
-        return _npm_version(self.package)
 
     def _setup(self, ctx: Context) -> tuple[list[str], dict[str, str]]:
         config_dir = ctx.home / ".copilot"
@@ -284,11 +285,8 @@ class CopilotPrompt(_Copilot):
 # --- Codex CLI ---------------------------------------------------------------------------------
 
 
-class _Codex(Host):
+class _Codex(_NpmHost):
     package = "@openai/codex"
-
-    def version(self, ctx: Context) -> str:
-        return _npm_version(self.package)
 
     def _setup(self, ctx: Context) -> tuple[list[str], dict[str, str]]:
         codex_home = ctx.home / ".codex"
@@ -342,11 +340,8 @@ class CodexExec(_Codex):
 # --- Gemini CLI ----------------------------------------------------------------------------------
 
 
-class _Gemini(Host):
+class _Gemini(_NpmHost):
     package = "@google/gemini-cli"
-
-    def version(self, ctx: Context) -> str:
-        return _npm_version(self.package)
 
     def _setup(self, ctx: Context) -> tuple[list[str], dict[str, str]]:
         settings_dir = ctx.home / ".gemini"
