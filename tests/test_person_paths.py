@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.pages import PageClient
-from tests.wire import TASKS_EXTENSION, post, result
+from tests.wire import TASKS_EXTENSION, Legacy, is_sse, post, result, sse_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 INSPECTOR = ROOT / "tests" / "clients" / "inspector.sh"
@@ -71,3 +71,26 @@ def test_a_tasks_client_without_elicitation_gets_its_task_at_once_from_a_tool_th
     created = result(post(mcp_url, "tools/call", params, caps=caps))
     assert created["resultType"] == "task" and created["status"] == "working", created
     result(post(mcp_url, "tasks/cancel", {"taskId": created["taskId"]}, caps=caps))
+
+
+def test_a_2025_06_18_session_that_declares_url_mode_is_never_sent_a_url_request(mcp_url: str) -> None:
+    """Codex CLI 0.171.0 declares url at 2025-06-18, whose elicitation has no mode: it rejected the
+    URL request it was sent (REVIEW H3). Its call now ends with the link, and nothing is pushed."""
+    customer = f"c-{secrets.token_hex(4)}"
+    session = Legacy(mcp_url, caps={"elicitation": {"form": {}, "url": {}}}, version="2025-06-18")
+    assert session.open()["protocolVersion"] == "2025-06-18"
+    made = result(
+        session.request(
+            "tools/call", {"name": "create_ticket", "arguments": {"title": "t", "customer": customer}}
+        )
+    )
+    assert made["isError"] is False, made
+    response = session.request(
+        "tools/call", {"name": "bulk_close_tickets", "arguments": {"customer": customer}}
+    )
+    messages = sse_messages(response) if is_sse(response) else [response.json()]
+    assert not [m for m in messages if m.get("method") == "elicitation/create"], messages
+    ended = messages[-1]["result"]
+    assert ended["isError"] is True
+    [link] = ended["_meta"][LINKS].values()
+    assert link in ended["content"][0]["text"]
