@@ -76,7 +76,7 @@ from longtools.tasks import (
     state_used,
 )
 from longtools.tools import Round, Tool, as_wire, tool_error_result
-from longtools.workflows import InputRequest, marking_of
+from longtools.workflows import InputRequest
 
 log = structlog.get_logger("longtools.long")
 
@@ -588,10 +588,9 @@ def _page_only_text(tool: Tool, view: TaskView, audience: Audience) -> str:
         f"{tool.name} waits for a person to answer on its page; only they can. The task "
         f"({view.task_id}) goes on once they have; they see it at {audience.base}/tasks."
     ]
-    for key, question in (view.input_requests or {}).items():
-        if marking_of(question).marked:
-            message = (question.get("params") or {}).get("message", "")
-            lines.append(f"- {message} Answer at {audience.link(view, key)}")
+    for key, link in audience.person_links(view).items():
+        message = ((view.input_requests or {})[key].get("params") or {}).get("message", "")
+        lines.append(f"- {message} Answer at {link}")
     return "\n".join(lines)
 
 

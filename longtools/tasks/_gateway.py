@@ -116,9 +116,8 @@ class PersonMustAnswer(AnswerRejected):
     """A person's question (or a secret) answered by anyone but its answer page: a model, or a
     client library that would fill in the form for its person."""
 
-    def __init__(self, key: str, sensitive: bool) -> None:
+    def __init__(self, key: str) -> None:
         super().__init__(key, f"The question {key!r} must be answered by a person, only on its answer page")
-        self.sensitive = sensitive
 
 
 Answerer = Literal["page", "client"]
@@ -674,9 +673,8 @@ class Tasks:
             if request is None:
                 continue
             try:
-                marking = marking_of(request)
-                if marking.marked and by != "page":
-                    raise PersonMustAnswer(key, marking.sensitive)
+                if by != "page" and marking_of(request).marked:
+                    raise PersonMustAnswer(key)
                 accepted[key] = check_answer(key, request, response)
             except AnswerRejected:
                 if not skip_invalid:
