@@ -21,7 +21,9 @@ A long tool is a Temporal workflow registered in one line::
 
 A module with ``register(registry, settings)`` adds tools of your own (``--tools my.module``).
 A tool may pass ``authorize=check``: ``async def check(caller: Caller, args) -> bool`` runs on
-every round of every call, so a permission withdrawn between rounds stops the call.
+every round of every call, and on every answer to a long tool's task (with the task's arguments),
+so a permission withdrawn between rounds stops the call, and one withdrawn while a task waits stops
+its answers.
 ``longtools.testing`` runs a long tool in tests.
 
 The rest of ``longtools`` is the service itself, one subpackage per process or concern

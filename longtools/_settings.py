@@ -56,6 +56,12 @@ class Settings(BaseSettings):
         "decrypt. Unset: `serve` keeps a generated ring in <data-dir>/keys.json; `api` and `worker` refuse "
         "to start.",
     )
+    ledger_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated keys that sign every task's ledger, each the URL-safe base64 of 32 "
+        "random bytes (an Ed25519 seed). The first signs; all stay listed so `longtools audit keys` "
+        "names them for verifying older entries. Unset: derived from each payload key.",
+    )
     codec_token: SecretStr | None = Field(
         None,
         description="Bearer token `longtools codec-server` requires (at least 16 characters); needed to "
@@ -231,6 +237,9 @@ class Settings(BaseSettings):
     helpdesk_work_s: float = Field(
         1.0, ge=0, description="Seconds of (simulated) backend work per ticket in bulk_close_tickets."
     )
+    helpdesk_approval_s: float = Field(
+        86_400.0, gt=0, description="Seconds delete_customer waits for its two approvals before it expires."
+    )
     auth_tokens: SecretStr | None = Field(
         None,
         description="Static bearer tokens, comma-separated `token=principal` entries (small deployments "
@@ -294,6 +303,16 @@ class Settings(BaseSettings):
         None, description="The answer page's client secret, for an issuer that wants a confidential client."
     )
     oidc_scopes: str = Field("openid", description="Scopes the answer page's sign-in asks for.")
+    groups: str | None = Field(
+        None,
+        description="Groups approver rules name, `group=name,name;group=name` (e.g. "
+        "`leads=alice,bob;ops=carol`), with names as in auth_tokens or JWT subjects, or whole principals.",
+    )
+    groups_claim: str | None = Field(
+        None,
+        description="A JWT (and OIDC ID token) claim whose values add groups to its person, e.g. "
+        "`groups` or `roles`: a list of names, or one name.",
+    )
     idempotency_ttl_s: float = Field(
         86_400.0,
         gt=0,
@@ -357,6 +376,9 @@ class Settings(BaseSettings):
         "oidc_issuer",
         "oidc_client_id",
         "oidc_client_secret",
+        "ledger_keys",
+        "groups",
+        "groups_claim",
         mode="before",
     )
     @classmethod
@@ -364,7 +386,7 @@ class Settings(BaseSettings):
         # `LONGTOOLS_X=` in an env file (compose passes an unset variable so) means unset, not "".
         return None if value == "" else value
 
-    @field_validator("state_keys", "payload_keys")
+    @field_validator("state_keys", "payload_keys", "ledger_keys")
     @classmethod
     def _check_key_ring(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
         if value is not None:
@@ -438,6 +460,12 @@ class Settings(BaseSettings):
         if self.payload_keys is None:
             return None
         return decode_key_ring(self.payload_keys.get_secret_value(), PAYLOAD_KEYS_VAR)
+
+    def ledger_key_ring(self) -> list[bytes] | None:
+        """The ledger's own key ring, or None when it is derived from the payload keys."""
+        if self.ledger_keys is None:
+            return None
+        return decode_key_ring(self.ledger_keys.get_secret_value(), "LONGTOOLS_LEDGER_KEYS")
 
     def require_state_keys(self) -> list[bytes]:
         """The state key ring; raises MissingKeyRing when none is configured."""

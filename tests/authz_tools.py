@@ -4,6 +4,10 @@
 principal listed in ``<data-dir>/revoked.txt``, a file the test edits between rounds: a grant from
 round 1 must not carry over to round 2. ``broken_check`` has a check that crashes (it must refuse),
 and ``careful_start`` is a long tool whose pre-phase refuses an empty note with a tool error.
+
+``guarded_long_note`` and ``guarded_approval`` are long tools under the same check, whose workflows
+ask a form question any client may answer, and a person's question (answered on its page only):
+the check runs again on every answer to their tasks (tests/test_answer_authz.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from temporalio import workflow
 
 # The worker re-imports this module in its workflow sandbox: the service package is passed through.
 with workflow.unsafe.imports_passed_through():
-    from longtools import Caller, Registry, Round, Settings, ToolError, ToolReturn, elicit
+    from longtools import Caller, Registry, Round, Settings, ToolError, ToolReturn, ask_form, elicit
 
 
 class NoteInput(BaseModel):
@@ -29,6 +33,30 @@ class EchoNote:
     @workflow.run
     async def run(self, args: NoteInput) -> str:
         return args.text
+
+
+def _written(args: NoteInput, answer: Confirm | None) -> str:
+    return f"Wrote {args.text}" if answer is not None and answer.confirm else "Not written"
+
+
+@workflow.defn(name="tests.confirm_note")
+class ConfirmNote:
+    """Asks its caller's client to confirm the note (a form any client may answer), then writes it."""
+
+    @workflow.run
+    async def run(self, args: NoteInput) -> str:
+        answer = await ask_form(f"Write {args.text!r}?", Confirm)
+        return _written(args, answer.content)
+
+
+@workflow.defn(name="tests.approve_note")
+class ApproveNote:
+    """Asks a person to approve the note (on its answer page only), then writes it."""
+
+    @workflow.run
+    async def run(self, args: NoteInput) -> str:
+        answer = await ask_form(f"Approve {args.text!r}?", Confirm, by="person")
+        return _written(args, answer.content)
 
 
 async def _refuse_empty(args: NoteInput, rnd: Round) -> NoteInput:
@@ -61,3 +89,7 @@ def register(registry: Registry, settings: Settings) -> None:
         return "ran anyway"
 
     registry.long_tool("careful_start", workflow=EchoNote, input=NoteInput, before=_refuse_empty)
+    registry.long_tool("guarded_long_note", workflow=ConfirmNote, input=NoteInput, authorize=allowed)
+    registry.long_tool(
+        "guarded_approval", workflow=ApproveNote, input=NoteInput, authorize=allowed, asks_person=True
+    )

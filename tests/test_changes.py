@@ -20,6 +20,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from longtools import Registry, Settings
+from longtools.auth import ANONYMOUS, Caller
 from longtools.tasks import Changes, Mailboxes, Mark, Tasks, TaskView
 from longtools.tasks._changes import _Watch
 from longtools.workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
@@ -281,6 +282,7 @@ async def test_an_answer_that_meets_a_closed_task_is_not_an_outage(client: Clien
             input_requests={"go": question},
         )
         await handle.terminate()  # closed after it was read
-        assert await tasks.answer(asked, {"go": {"action": "accept", "content": {}}}, by="client") == []
+        answer = {"go": {"action": "accept", "content": {}}}
+        assert await tasks.answer(asked, answer, caller=Caller(principal=ANONYMOUS), via="form") == []
     finally:
         await changes.aclose()

@@ -26,10 +26,10 @@ from temporalio.worker import Replayer
 
 from longtools._metrics import Metrics, MrtrOutcome
 from longtools._settings import Settings
-from longtools.temporal import build_worker, connect, data_converter, start_dev_server
+from longtools.temporal import build_worker, connect, data_converter, start_dev_server, task_interceptors
 from longtools.tools import Registry, Tool
 from longtools.workflows import ANSWER_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
-from longtools.workflows._metrics import TASKS_FINISHED, TOOL_MEMO, TaskMetricsInterceptor
+from longtools.workflows._metrics import TASKS_FINISHED, TOOL_MEMO
 from tests.conftest import PAYLOAD_KEY
 from tests.metric_flows import AskInput, FlowInput, MetricAsk, MetricFlow
 
@@ -238,7 +238,7 @@ async def test_replaying_each_history_with_the_interceptor_succeeds_and_records_
     assert fresh.runtime() is runtime
     replayer = Replayer(
         workflows=ran.registry.workflows,
-        interceptors=[TaskMetricsInterceptor()],
+        interceptors=task_interceptors(),  # as the worker that ran them
         data_converter=data_converter(Settings(payload_keys=PAYLOAD_KEY)),  # the histories are encrypted
         runtime=runtime,
     )

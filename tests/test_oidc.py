@@ -178,7 +178,10 @@ async def test_a_person_signs_in_with_the_form_as_the_principal_of_their_bearer_
         signed = await oidc.finish(query, pending, REDIRECT_URI)
 
     assert signed == SignedIn(
-        principal=f"jwt:{provider.issuer}|alice", name="Alice", next_path="/tasks/t-1?view=full"
+        principal=f"jwt:{provider.issuer}|alice",
+        name="Alice",
+        next_path="/tasks/t-1?view=full",
+        subject="alice",
     )
     assert not [entry for entry in logs if entry["event"] == "sign_in_refused"]
 
@@ -210,6 +213,26 @@ async def test_the_name_falls_back_to_preferred_username_then_email_then_none(
     query, pending = await callback(oidc)
     signed = await oidc.finish(query, pending, REDIRECT_URI)
     assert signed.name is None and signed.principal == f"jwt:{provider.issuer}|bob"
+
+
+async def test_the_id_tokens_subject_and_scopes_are_what_a_tools_check_sees_of_the_person(
+    provider: OidcProvider, oidc: OidcSignIn
+) -> None:
+    """Ours: the page's answers are checked by a tool's ``authorize=`` with the session's caller,
+    whose subject and scopes come from the ID token (``scope`` or ``scp``, when it has one)."""
+    provider.auto_user = "bob"
+    provider.id_token_claims = {"scope": "notes:write notes:read"}
+    query, pending = await callback(oidc)
+    signed = await oidc.finish(query, pending, REDIRECT_URI)
+    assert (signed.subject, signed.scopes) == ("bob", frozenset({"notes:write", "notes:read"}))
+
+    provider.id_token_claims = {"scp": ["notes:read"]}
+    query, pending = await callback(oidc)
+    assert (await oidc.finish(query, pending, REDIRECT_URI)).scopes == frozenset({"notes:read"})
+
+    provider.id_token_claims = {"scope": 7}  # not a scope: no scopes, and still a sign-in
+    query, pending = await callback(oidc)
+    assert (await oidc.finish(query, pending, REDIRECT_URI)).scopes == frozenset()
 
 
 @pytest.mark.parametrize(

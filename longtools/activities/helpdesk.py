@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -49,6 +49,13 @@ CREATE TRIGGER IF NOT EXISTS history_no_update BEFORE UPDATE ON ticket_history
     BEGIN SELECT RAISE(ABORT, 'ticket_history is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS history_no_delete BEFORE DELETE ON ticket_history
     BEGIN SELECT RAISE(ABORT, 'ticket_history is append-only'); END;
+-- A deleted ticket (delete_customer): kept as a row, so its history stays whole, but shown to no one.
+CREATE TABLE IF NOT EXISTS deletions (
+    ticket_id INTEGER PRIMARY KEY REFERENCES tickets (id),
+    operation TEXT NOT NULL,
+    at TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS one_delete_per_ticket ON ticket_history (ticket_id) WHERE event = 'deleted';
 -- A connected mailbox: never its password (the simulated connection uses it and keeps nothing).
 CREATE TABLE IF NOT EXISTS mailboxes (
     address TEXT PRIMARY KEY,
@@ -67,6 +74,8 @@ class CloseReason(StrEnum):
 
 
 CloseResult = Literal["closed", "already_closed", "not_found"]
+DeleteResult = Literal["deleted", "already_deleted", "not_found"]
+"""``deleted``: this operation deleted it (now or in an earlier attempt); ``already_deleted``: another did."""
 """``closed``: this operation closed it (now or in an earlier attempt); ``already_closed``: another did."""
 
 
@@ -85,7 +94,7 @@ def ticket_number(ref: str) -> int:
 class HistoryEntry(BaseModel):
     at: str
     """ISO 8601, UTC."""
-    event: Literal["created", "closed"]
+    event: Literal["created", "closed", "deleted"]
     detail: str
 
 
@@ -166,8 +175,8 @@ class TicketStore:
         number = ticket_number(ref)
         with self._connection() as conn:
             row = conn.execute(
-                "SELECT title, customer, status, close_reason, closed_by, created_at"
-                " FROM tickets WHERE id = ?",
+                "SELECT title, customer, status, close_reason, closed_by, created_at FROM tickets"
+                " WHERE id = ? AND id NOT IN (SELECT ticket_id FROM deletions)",
                 (number,),
             ).fetchone()
             if row is None:
@@ -188,11 +197,51 @@ class TicketStore:
         )
 
     def open_ids(self, customer: str) -> list[str]:
+        return self._ids("SELECT id FROM tickets WHERE customer = ? AND status = 'open'", customer)
+
+    def customer_ids(self, customer: str) -> list[str]:
+        """Every ticket of ``customer`` not deleted, open or closed."""
+        return self._ids("SELECT id FROM tickets WHERE customer = ?", customer)
+
+    def _ids(self, query: str, customer: str) -> list[str]:
         with self._connection() as conn:
             rows = conn.execute(
-                "SELECT id FROM tickets WHERE customer = ? AND status = 'open' ORDER BY id", (customer,)
+                f"{query} AND id NOT IN (SELECT ticket_id FROM deletions) ORDER BY id", (customer,)
             ).fetchall()
         return [ticket_ref(number) for (number,) in rows]
+
+    def delete(self, ref: str, by: str) -> DeleteResult:
+        """Delete the ticket, in one transaction, recording ``by`` as the operation that did.
+
+        As ``close``: a ticket already deleted by the same ``by`` reports ``deleted`` again without
+        writing anything, so a retried operation neither fails nor deletes twice (and the history's
+        unique index refuses a second ``deleted`` row of a ticket, whoever tries).
+        """
+        number = ticket_number(ref)
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (number,)).fetchone() is None:
+                return "not_found"
+            row = conn.execute("SELECT operation FROM deletions WHERE ticket_id = ?", (number,)).fetchone()
+            if row is not None:
+                return "deleted" if row[0] == by else "already_deleted"
+            now = _now()
+            conn.execute(
+                "INSERT INTO deletions (ticket_id, operation, at) VALUES (?, ?, ?)", (number, by, now)
+            )
+            conn.execute(
+                "INSERT INTO ticket_history (ticket_id, at, event, detail) VALUES (?, ?, 'deleted', ?)",
+                (number, now, f"by {by}"),
+            )
+        return "deleted"
+
+    def deletions(self, ref: str) -> int:
+        """How many times the ticket was deleted (its history's ``deleted`` rows): 0 or 1."""
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT COUNT(*) FROM ticket_history WHERE ticket_id = ? AND event = 'deleted'",
+                (ticket_number(ref),),
+            ).fetchone()
+        return int(row[0])
 
     def connect_mailbox(self, address: str, connection: str) -> str:
         """Record ``address`` as connected under ``connection``; the connection it has then (a
@@ -261,6 +310,23 @@ class CloseTicketOutcome(BaseModel):
     result: CloseResult
 
 
+class CustomerInput(BaseModel):
+    customer: str
+
+
+class DeleteTicketRequest(BaseModel):
+    ticket_id: str
+    operation: str
+    """Who deletes, stable across retries (the workflow id): the key that makes a retry harmless."""
+
+
+class DeleteTicketOutcome(BaseModel):
+    ticket_id: str
+    result: DeleteResult
+    attempt: int
+    """The activity's attempt that reported it (the task's ledger keeps it with the effect)."""
+
+
 class ConnectMailboxRequest(BaseModel):
     address: str
     password: str
@@ -273,12 +339,58 @@ class ConnectMailboxResult(BaseModel):
     connection: str
 
 
-class HelpdeskActivities:
-    """The helpdesk's activities, over one store; ``work_s`` simulates the backend call per ticket."""
+class ApprovalPolicyInput(BaseModel):
+    requester: str
+    """Who asks: excluded from the approvers."""
 
-    def __init__(self, store: TicketStore, work_s: float) -> None:
+
+class ApprovalPolicy(BaseModel):
+    """How ``delete_customer`` is approved in this deployment (its settings, read by the worker)."""
+
+    deadline_s: float
+    cannot: str | None = None
+    """Why no one could ever approve it here, if so."""
+
+
+APPROVERS_GROUP = "leads"
+APPROVALS = 2
+
+
+class HelpdeskActivities:
+    """The helpdesk's activities, over one store; ``work_s`` simulates the backend call per ticket;
+    ``approval_s`` and ``groups`` are the deployment's deadline for approvals and its groups."""
+
+    def __init__(
+        self,
+        store: TicketStore,
+        work_s: float,
+        approval_s: float = 86_400.0,
+        groups: Mapping[str, frozenset[str]] | None = None,
+        groups_claimed: bool = False,
+    ) -> None:
         self._store = store
         self._work_s = work_s
+        self._approval_s = approval_s
+        self._groups = dict(groups or {})
+        self._groups_claimed = groups_claimed
+
+    @activity.defn(name="helpdesk.approval_policy")
+    async def approval_policy(self, args: ApprovalPolicyInput) -> ApprovalPolicy:
+        """The deadline, and whether anyone but the requester can approve: with groups only from
+        LONGTOOLS_GROUPS, at least two members of ``leads`` other than the requester."""
+        policy = ApprovalPolicy(deadline_s=self._approval_s)
+        if self._groups_claimed:
+            return policy  # a token's claim may make anyone a lead: nothing to count here
+        requester = {args.requester, args.requester.removeprefix("token:"), args.requester.split("|")[-1]}
+        others = self._groups.get(APPROVERS_GROUP, frozenset()) - requester
+        if len(others) < APPROVALS:
+            policy.cannot = (
+                f"delete_customer needs {APPROVALS} approvals from group {APPROVERS_GROUP!r}, not counting "
+                f"the requester's, and this server has {len(others)} such member"
+                f"{'' if len(others) == 1 else 's'}: set LONGTOOLS_GROUPS (e.g. "
+                f"{APPROVERS_GROUP}=alice,bob,dave) or LONGTOOLS_GROUPS_CLAIM. Nothing was deleted."
+            )
+        return policy
 
     @activity.defn(name="helpdesk.open_tickets")
     async def open_tickets(self, args: OpenTicketsInput) -> OpenTicketsResult:
@@ -302,6 +414,16 @@ class HelpdeskActivities:
             # did; the workflow checks for its own cancellation after every ticket.
             result = await commit
         return CloseTicketOutcome(ticket_id=args.ticket_id, result=result)
+
+    @activity.defn(name="helpdesk.customer_tickets")
+    async def customer_tickets(self, args: CustomerInput) -> OpenTicketsResult:
+        ids = await asyncio.to_thread(self._store.customer_ids, args.customer)
+        return OpenTicketsResult(ticket_ids=ids)
+
+    @activity.defn(name="helpdesk.delete_ticket")
+    async def delete_ticket(self, args: DeleteTicketRequest) -> DeleteTicketOutcome:
+        result = await asyncio.to_thread(self._store.delete, args.ticket_id, f"task {args.operation}")
+        return DeleteTicketOutcome(ticket_id=args.ticket_id, result=result, attempt=activity.info().attempt)
 
     @activity.defn(name="helpdesk.connect_mailbox")
     async def connect_mailbox(self, args: ConnectMailboxRequest) -> ConnectMailboxResult:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
+import structlog
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.context import ServerRequestContext
@@ -30,6 +31,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from longtools._settings import Settings
 from longtools.auth._tokens import principal_id
 
+log = structlog.get_logger("longtools.auth")
+
 ANONYMOUS = "anonymous"
 
 
@@ -41,10 +44,42 @@ class Caller:
     scopes: frozenset[str] = frozenset()
     subject: str | None = None
     """The token's ``sub`` (a static token's principal name)."""
+    groups: frozenset[str] = frozenset()
+    """Groups the token's claim names (``LONGTOOLS_GROUPS_CLAIM``); ``LONGTOOLS_GROUPS`` adds more
+    where rules are checked (``longtools.decisions.Groups``)."""
 
 
 Authorize: TypeAlias = Callable[[Caller, Any], Awaitable[bool]]
-"""A tool's own authorization check, run on every round of a call with the parsed arguments."""
+"""A tool's own authorization check, run on every round of a call with the parsed arguments, and
+on every answer to one of its tasks with the task's arguments."""
+
+
+async def authorized(
+    check: Authorize | None,
+    caller: Caller,
+    args: Any,
+    *,
+    tool: str,
+    hash_principal: Callable[[str], str],
+    **context: Any,
+) -> bool:
+    """Whether a tool's own check (``authorize=``, None: the tool has none) lets ``caller`` go on
+    with ``args``. The one place it runs, for a call's rounds and for answers to a task alike.
+
+    A check that raises refuses (deny on error: a broken permission service never lets anyone
+    through), logged ``authorize_failed``. Every refusal is logged ``tool_not_authorized``, the
+    principal as ``hash_principal`` makes it, with ``context`` (the task answered, say).
+    """
+    if check is None:
+        return True
+    try:
+        allowed = await check(caller, args)
+    except Exception:  # the tool's own code: deny on error
+        log.exception("authorize_failed", tool=tool, **context)
+        allowed = False
+    if not allowed:
+        log.warning("tool_not_authorized", tool=tool, principal=hash_principal(caller.principal), **context)
+    return bool(allowed)
 
 
 def caller_of(ctx: ServerRequestContext[Any, Any]) -> Caller:
@@ -62,7 +97,11 @@ def _caller(scope: Mapping[str, Any]) -> Caller:
     if not isinstance(user, AuthenticatedUser):
         return Caller(principal=ANONYMOUS)
     token = user.access_token
-    return Caller(principal=principal_id(token), scopes=frozenset(token.scopes), subject=token.subject)
+    claimed = (token.claims or {}).get("groups")
+    groups = frozenset(str(group) for group in claimed) if isinstance(claimed, list) else frozenset()
+    return Caller(
+        principal=principal_id(token), scopes=frozenset(token.scopes), subject=token.subject, groups=groups
+    )
 
 
 def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:

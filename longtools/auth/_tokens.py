@@ -186,6 +186,7 @@ class BearerVerifier:
         self._clock = clock
         self._http = http
         self._owns_http = http is None
+        self._groups_claim = settings.groups_claim
         # Looked up by digest: the dict's timing then depends on a hash of the presented token, which
         # tells an attacker nothing about any real token.
         self._static: dict[bytes, str] = {}
@@ -361,8 +362,17 @@ class BearerVerifier:
             scopes=_scopes(claims),
             expires_at=int(claims["exp"]),
             resource=self._audience,
-            claims={} if iss is None else {"iss": iss},
+            claims={**({} if iss is None else {"iss": iss}), **self._groups(claims)},
         )
+
+    def _groups(self, claims: Mapping[str, Any]) -> dict[str, list[str]]:
+        """The groups the configured claim names (``LONGTOOLS_GROUPS_CLAIM``), kept as ``groups``."""
+        value = claims.get(self._groups_claim) if self._groups_claim else None
+        if isinstance(value, str):
+            return {"groups": value.split()}
+        if isinstance(value, list):
+            return {"groups": [item for item in value if isinstance(item, str)]}
+        return {}
 
     async def _public_key(self, kid: str | None, alg: str) -> Any | None:
         if self._jwks_path is not None:

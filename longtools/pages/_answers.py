@@ -9,6 +9,13 @@ the first's outcome; one that differs is told that another answer came first, an
 did. Without the claim, both were signalled: Temporal kept the first signal of the question and
 dropped the second in silence, and both senders read "Your answer was sent".
 
+**Who may answer.** The tool's own check (``authorize=``) runs again for the signed-in person, with
+the task's arguments, before the claim (``Tasks.check_answerer``): a person whose permission was
+withdrawn since the task started is shown "not allowed" (403), nothing is delivered and the
+question is not claimed, so their answer once allowed again is still its first. ``Tasks.answer``
+checks again inside the claim; a permission withdrawn in between is told the same, and that claim
+is then spent.
+
 **Asked again.** A workflow that asks again because an answer broke a rule its form could not say
 (``longtools.workflows.Reask``) gets its new question shown at once, with each reason beside its
 field and the person's values filled in again (never a secret's).
@@ -28,12 +35,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from longtools._settings import Settings
+from longtools.auth import Caller
+from longtools.decisions import decision_of, name_of
 from longtools.pages._forms import FORM_ERROR, Field, content_of, fields_of, form_values, schema_errors
 from longtools.pages._frame import Frame, Refused
 from longtools.pages._sessions import PageSession
 from longtools.pages._views import TaskCard
 from longtools.tasks import (
     AnswerLinks,
+    AnswerNotAuthorized,
     AnswerRejected,
     AnswersTooLarge,
     KeyReused,
@@ -123,9 +133,14 @@ class Answers:
         if question is None:
             # Taken or closed since the page was shown: the claim says whether by this very answer
             # (a double click), by another, or by no answer sent here.
-            return await self._told(
-                request, session, fresh, view, key, await self._claimed(view, key, None, digest)
-            )
+            outcome = await self._claimed(view, key, None, digest, session.caller)
+            return await self._told(request, session, fresh, view, key, outcome)
+        try:
+            # Before the claim, and before the answer is read: a refused answer leaves the
+            # question unclaimed, and says nothing of whether it would have fitted.
+            await self._tasks.check_answerer(view, session.caller)
+        except AnswerNotAuthorized:
+            return self._frame.kept(self._not_allowed(view, session), request, session, fresh)
         params = question.get("params") or {}
         schema = params.get("requestedSchema") or {"type": "object", "properties": {}}
         sensitive = marking_of(question).sensitive
@@ -148,10 +163,18 @@ class Answers:
         if view.answered_bytes + size > self._settings.max_task_answer_bytes:
             said = "This task cannot take any more answers (LONGTOOLS_MAX_TASK_ANSWER_BYTES)."
             return self._form(view, key, question, session, errors={FORM_ERROR: said}, status=422)
-        outcome = await self._claimed(view, key, response, digest)
+        digests = form.get("digest")
+        seen = digests[-1] if digests else None  # the proposal the page showed (a decision's)
+        outcome = await self._claimed(view, key, response, digest, session.caller, seen)
         if outcome == "sent":
             log.info("page_answered", task_id=view.task_id, key=key, action=response["action"])
+        elif outcome == "refused":  # withdrawn since the check above: the claim is spent
+            return self._frame.kept(self._not_allowed(view, session), request, session, fresh)
         return await self._told(request, session, fresh, view, key, outcome, question)
+
+    def _not_allowed(self, view: TaskView, session: PageSession) -> HTMLResponse:
+        """The tool's own check refuses the person's answer now: 403, nothing delivered."""
+        return self._frame.message(session, 403, "not_allowed", card=self._card(view, session))
 
     async def _told(
         self,
@@ -182,21 +205,36 @@ class Answers:
         return self._frame.kept(done, request, session, fresh)
 
     async def _claimed(
-        self, view: TaskView, key: str, response: Mapping[str, Any] | None, digest: str
+        self,
+        view: TaskView,
+        key: str,
+        response: Mapping[str, Any] | None,
+        digest: str,
+        caller: Caller,
+        seen: str | None = None,
     ) -> str:
-        """Deliver ``response`` if it is the question's first answer: ``sent`` (also to the same
-        answer sent again); ``lost`` when another answer came first, ``closed`` when the task has
-        moved on (or there is no ``response`` to deliver, the question being gone), ``unknown`` when
-        the same answer's delivery did not finish (Temporal failed it). ``digest`` is the answer's,
-        keyed: what the claim keeps of it (in its memo) tells nothing of a secret."""
-        claim = derive_id(self._tasks.ids.secret, "page answer", view.task_id, key)
+        """Deliver ``response`` as ``caller`` if it is the question's first answer: ``sent`` (also
+        to the same answer sent again); ``lost`` when another answer came first, ``closed`` when the
+        task has moved on (or there is no ``response`` to deliver, the question being gone),
+        ``refused`` when the tool's check refused ``caller``, ``unknown`` when the same answer's
+        delivery did not finish (Temporal failed it). ``digest`` is the answer's, keyed: what the
+        claim keeps of it (in its memo) tells nothing of a secret."""
+        # One answer per question; a decision's question takes one vote per person instead.
+        decision = decision_of((view.input_requests or {}).get(key) or {})
+        voter = caller.principal if decision is not None and decision.rule is not None else ""
+        parts = (view.task_id, key, voter) if voter else (view.task_id, key)
+        claim = derive_id(self._tasks.ids.secret, "page answer", *parts)
         left = view.created_at + timedelta(milliseconds=view.ttl_ms) - datetime.now(UTC)
 
         async def deliver() -> dict[str, Any]:
             if response is None:
                 return {"taken": False}
             try:
-                delivered = await self._tasks.answer(view, {key: response}, by="page")
+                delivered = await self._tasks.answer(
+                    view, {key: response}, caller=caller, via="page", seen=seen
+                )
+            except AnswerNotAuthorized:  # checked just before the claim: withdrawn since
+                return {"taken": False, "refused": True}
             except (AnswerRejected, AnswersTooLarge):
                 # Checked just before the claim: only an answer taken since can make it not fit.
                 return {"taken": False}
@@ -215,6 +253,8 @@ class Answers:
             return "lost"
         except MCPError:
             return "unknown"
+        if outcome.get("refused"):
+            return "refused"
         return "sent" if outcome.get("taken") else "closed"
 
     async def _signed_out(self, request: Request) -> HTMLResponse:
@@ -237,13 +277,27 @@ class Answers:
         except LinkExpired:
             raise Refused(self._frame.message(session, 410, "expired")) from None
         try:
-            view = await self._tasks.to_answer(link.task_id, session.principal)
+            if link.approvers:
+                # Anyone may hold an approvers' link; only those the question's rule admits see it.
+                voter = self._tasks.groups.voter(session.principal, session.caller.groups)
+                view, _ = await self._tasks.read_as_decider(link.task_id, voter)
+            else:
+                view = await self._tasks.to_answer(link.task_id, session.principal)
         except TaskNotFound as exc:
             kind = "expired" if "expired" in str(exc) else "unknown"
             raise Refused(self._frame.message(session, 410 if kind == "expired" else 404, kind)) from None
         question = (view.input_requests or {}).get(link.key) if view.status == "input_required" else None
         if question is not None and question.get("method") != "elicitation/create":
             question = None  # only its client answers it
+        decision = None if question is None else decision_of(question)
+        if link.approvers and (decision is None or decision.rule is None):
+            raise Refused(self._frame.message(session, 404, "unknown"))  # not a link this server made so
+        if decision is not None and decision.rule is not None:
+            voter = self._tasks.groups.voter(session.principal, session.caller.groups)
+            if decision.voted(voter.principal):
+                question = None  # their vote is in: the page shows how the decision stands
+            elif not decision.admits(voter):
+                raise Refused(self._frame.message(session, 404, "unknown"))
         return view, link.key, question
 
     def _form(
@@ -259,6 +313,7 @@ class Answers:
     ) -> HTMLResponse:
         params = question.get("params") or {}
         marking = marking_of(question)
+        decision = decision_of(question)
         schema = params.get("requestedSchema") or {}
         fields = fields_of(schema, sensitive=marking.sensitive)
         message = str(params.get("message") or "")
@@ -281,6 +336,8 @@ class Answers:
             values=values,
             form_error=(errors or {}).get(FORM_ERROR),
             marking=marking,
+            decision=decision,
+            requester=None if decision is None else name_of(decision.proposal.requester),
             again=again,
             # Restored by page.js after a sign-in that expired on the way: only on a fresh form.
             draft=status == 200 and not again,

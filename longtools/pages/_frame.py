@@ -98,7 +98,8 @@ class Frame:
 
     def message(self, session: PageSession | None, status: int, kind: str, **context: Any) -> HTMLResponse:
         """One page for every refusal of its kind: ``unknown`` (a link or task that is not the
-        signed-in person's, made up or tampered), ``expired``, ``answered``, ``closed`` ..."""
+        signed-in person's, made up or tampered), ``expired``, ``answered``, ``closed``,
+        ``not_allowed`` (403: the tool's own check refuses the person's answer) ..."""
         return self.render("message.html", status, session=session, kind=kind, **context)
 
     async def signed_in(self, request: Request) -> tuple[PageSession, bool]:

@@ -118,6 +118,10 @@ class SignedIn:
     """What to show as who is signed in (``name``, ``preferred_username`` or ``email``), if any."""
     next_path: str
     """The local path the sign-in began from (checked: always a path of this server)."""
+    subject: str | None = None
+    """The ID token's ``sub``: what the person's bearer tokens give as ``Caller.subject``."""
+    scopes: frozenset[str] = frozenset()
+    """The ID token's ``scope`` (or ``scp``), if it has one (most do not)."""
 
 
 @dataclass(frozen=True)
@@ -283,6 +287,8 @@ class OidcSignIn:
             principal=f"jwt:{claims['iss']}|{claims['sub']}",
             name=_display_name(claims),
             next_path=began.next_path,
+            subject=claims["sub"],
+            scopes=_scopes(claims),
         )
 
     def _open_pending(self, pending: str | None, redirect_uri: str) -> _Pending:
@@ -524,6 +530,18 @@ def _json_object(response: httpx.Response) -> dict[str, Any] | None:
     except ValueError:
         return None
     return document if isinstance(document, dict) else None
+
+
+def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
+    """The scopes an ID token carries (``scope``, a space-separated string, or ``scp``, a list), as
+    a bearer token's are read; none when it has none or they are malformed (a sign-in is not
+    refused for a claim OpenID Connect does not define)."""
+    scope = claims.get("scope", claims.get("scp"))
+    if isinstance(scope, str):
+        return frozenset(scope.split())
+    if isinstance(scope, list) and all(isinstance(item, str) for item in scope):
+        return frozenset(scope)
+    return frozenset()
 
 
 def _display_name(claims: Mapping[str, Any]) -> str | None:

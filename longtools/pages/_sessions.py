@@ -5,8 +5,8 @@ A session is made only by a sign-in (a token checked by the bearer verifier, an 
 sign-in, or on a server without authentication a visit from this computer), never taken from a
 request: a value that did not come out of ``Sessions.new`` does not open (session fixation). It is
 sealed (``longtools._sealing``, its own label, bound to the cookie's name) over the principal, the
-name shown, an expiry, a random CSRF secret and a random session id, and is kept nowhere but the
-browser's cookie: any replica reads it.
+name shown, the subject and scopes of the token it was made with, an expiry, a random CSRF secret
+and a random session id, and is kept nowhere but the browser's cookie: any replica reads it.
 
 A session ends with what made it, checked at every request:
 - its expiry: the sign-in's TTL, or sooner the time ``/mcp`` stops taking the JWT it was made with;
@@ -33,7 +33,7 @@ from starlette.responses import Response
 
 from longtools._sealing import Sealer, Unsealable
 from longtools._settings import Settings, is_loopback
-from longtools.auth import BearerVerifier
+from longtools.auth import BearerVerifier, Caller
 from longtools.pages._signouts import SignOuts
 
 __all__ = ["PageSession", "Sessions", "cookie_name", "secure_request"]
@@ -59,6 +59,17 @@ class PageSession:
     """Random; what a sign-out records (``_signouts``)."""
     fingerprint: str | None = None
     """A static token's session: its token's keyed fingerprint (``BearerVerifier.static_fingerprint``)."""
+    subject: str | None = None
+    """The ``sub`` of the token it was made with (a static token's name), as ``/mcp`` gives it in
+    ``Caller.subject``; None for a local session (and one made before sessions kept it)."""
+    scopes: frozenset[str] = frozenset()
+    """The scopes of the token it was made with (a JWT's, an ID token's ``scope`` if any)."""
+
+    @property
+    def caller(self) -> Caller:
+        """Who answers from this session, as a tool's ``authorize=`` check sees them: the caller
+        that the same person's bearer token on ``/mcp`` is, as far as the sign-in saw it."""
+        return Caller(principal=self.principal, scopes=self.scopes, subject=self.subject)
 
 
 def secure_request(request: Request) -> bool:
@@ -124,9 +135,10 @@ class Sessions:
             value = self._sessions.open(token, name)
         except Unsealable:
             return None, False
-        principal, shown, csrf, expires, kind, session_id, fingerprint = (
-            value.get(k) for k in ("p", "n", "c", "e", "k", "s", "f")
+        principal, shown, csrf, expires, kind, session_id, fingerprint, subject = (
+            value.get(k) for k in ("p", "n", "c", "e", "k", "s", "f", "u")
         )
+        scopes = value.get("sc", [])
         if not (
             isinstance(principal, str)
             and isinstance(shown, str)
@@ -135,6 +147,9 @@ class Sessions:
             and kind in ("token", "oidc", "local")
             and isinstance(session_id, str)
             and (fingerprint is None or isinstance(fingerprint, str))
+            and (subject is None or isinstance(subject, str))
+            and isinstance(scopes, list)
+            and all(isinstance(scope, str) for scope in scopes)
         ):
             return None, False
         # Made while the server ran in the other mode (the same keys, with or without authentication):
@@ -147,7 +162,17 @@ class Sessions:
         # and its expiry is the JWT's already (``new``).
         if fingerprint is not None and self._configured.get(fingerprint) != principal:
             return None, True
-        session = PageSession(principal, shown, csrf, float(expires), kind, session_id, fingerprint)
+        session = PageSession(
+            principal,
+            shown,
+            csrf,
+            float(expires),
+            kind,
+            session_id,
+            fingerprint,
+            subject=subject,
+            scopes=frozenset(scopes),
+        )
         # A local session is anyone on this computer (no sign-in, no sign-out that would hold): nothing
         # to read for it.
         if kind != "local" and await self._signouts.ended(session_id):
@@ -162,13 +187,24 @@ class Sessions:
         *,
         until: float | None = None,
         fingerprint: str | None = None,
+        subject: str | None = None,
+        scopes: frozenset[str] = frozenset(),
     ) -> PageSession:
-        """A new session; it expires after the TTL, or at ``until`` (Unix time) if that is sooner."""
+        """A new session; it expires after the TTL, or at ``until`` (Unix time) if that is sooner.
+        ``subject`` and ``scopes`` are the token's it was made with (``PageSession.caller``)."""
         expires = time.time() + self.ttl_s
         if until is not None:
             expires = min(expires, until)
         return PageSession(
-            principal, name, secrets.token_urlsafe(24), expires, kind, secrets.token_urlsafe(16), fingerprint
+            principal,
+            name,
+            secrets.token_urlsafe(24),
+            expires,
+            kind,
+            secrets.token_urlsafe(16),
+            fingerprint,
+            subject=subject,
+            scopes=scopes,
         )
 
     def fingerprint(self, token: str) -> str | None:
@@ -196,6 +232,10 @@ class Sessions:
         }
         if session.fingerprint is not None:
             value["f"] = session.fingerprint
+        if session.subject is not None:
+            value["u"] = session.subject
+        if session.scopes:
+            value["sc"] = sorted(session.scopes)
         name = cookie_name("longtools-session", request)
         secure = secure_request(request)
         # No Max-Age: the browser keeps it until it closes, and the sealed expiry ends it before

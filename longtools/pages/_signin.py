@@ -107,6 +107,8 @@ class SignIn:
             "token",
             until=until,
             fingerprint=sessions.fingerprint(token),
+            subject=access.subject,
+            scopes=frozenset(access.scopes),
         )
         log.info("page_signed_in", kind="token")
         return self._frame.kept(RedirectResponse(next_path, status_code=303), request, session, True)
@@ -149,7 +151,9 @@ class SignIn:
             # Not bounded by the ID token's exp: that says how long the token may be taken at a
             # sign-in (OpenID Connect Core 3.1.3.7), often minutes, not how long a sign-in lasts;
             # LONGTOOLS_PAGE_SESSION_TTL_S is the operator's bound (docs/security.md).
-            session = self._frame.sessions.new(signed.principal, name, "oidc")
+            session = self._frame.sessions.new(
+                signed.principal, name, "oidc", subject=signed.subject, scopes=signed.scopes
+            )
             log.info("page_signed_in", kind="oidc")
             response = self._frame.kept(
                 RedirectResponse(signed.next_path, status_code=303), request, session, True

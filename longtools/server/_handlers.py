@@ -12,7 +12,7 @@ import base64
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import structlog
@@ -61,7 +61,7 @@ from pydantic import BaseModel, ValidationError
 from longtools._logging import request_info
 from longtools._metrics import Metrics
 from longtools._settings import Settings
-from longtools.auth import Caller, caller_of, principal_hash, principal_of
+from longtools.auth import authorized, caller_of, principal_of
 from longtools.server._exchange import STATE_REFUSED, Exchange
 from longtools.server._legacy_tasks import TASK_CALL, method_not_found, speaks_tasks
 from longtools.server._limits import HeldRounds
@@ -77,6 +77,7 @@ from longtools.server._pushed import (
 )
 from longtools.server._task_tools import TASK_TOOLS, task_tool_listing
 from longtools.server._wire import (
+    NOT_AUTHORIZED,
     asks_a_person,
     follows_by_tools,
     invalid_arguments,
@@ -105,7 +106,6 @@ IDEMPOTENCY_META = "longtools.dev/idempotency-key"
 """``_meta`` key of a ``tools/call`` idempotency key: the same key from the same principal for the
 same tool gets the first call's task or result instead of a second run."""
 _MAX_IDEMPOTENCY_KEY = 200
-NOT_AUTHORIZED = "Not authorized to use this tool"
 
 
 def build_server(
@@ -126,9 +126,8 @@ def build_server(
     # Idempotency ids are derived from the first key, never from the key itself (domain separation).
     id_secret = tasks.ids.secret
     long_tools = LongTools(settings, tasks, metrics, held=held, people=people)
-    # Logs name a principal by a keyed hash; computed once per principal (an HMAC per request was
-    # 2% of a plain tools/call's CPU).
-    hash_principal = lru_cache(maxsize=4096)(partial(principal_hash, key=id_secret))
+    # Logs name a principal by a keyed hash, the same everywhere (the tasks' own log events too).
+    hash_principal = tasks.hash_principal
     taken = sorted(set(TASK_TOOLS) & set(registry.tools))
     if taken:
         raise ValueError(f"Tool names reserved for the built-in task tools: {', '.join(taken)}")
@@ -460,7 +459,7 @@ class _Handlers:
         except ValidationError as exc:
             return invalid_arguments(tool.name, exc)
         caller = caller_of(ctx)
-        if not await self._authorized(tool, caller, args):
+        if not await authorized(tool.authorize, caller, args, tool=tool.name, hash_principal=self._hash):
             return tool_error_result(NOT_AUTHORIZED)
         exchange, rnd = _open_round(ctx, params.input_responses, params.request_state)
         key = _idempotency_key(ctx)
@@ -517,19 +516,6 @@ class _Handlers:
         # tool with side effects) single-use; the exchange id links its rounds in logs and traces.
         expires_at = time.time() + self._settings.state_ttl_s
         return exchange.next_round(result, expires_at=expires_at, max_rounds=self._settings.max_rounds)
-
-    async def _authorized(self, tool: Tool, caller: Caller, args: BaseModel) -> bool:
-        """The tool's own check, if any; a check that fails refuses (deny on error)."""
-        if tool.authorize is None:
-            return True
-        try:
-            allowed = await tool.authorize(caller, args)
-        except Exception:
-            log.exception("authorize_failed", tool=tool.name)
-            allowed = False
-        if not allowed:
-            log.warning("tool_not_authorized", tool=tool.name, principal=self._hash(caller.principal))
-        return allowed
 
     async def set_level(
         self, ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams

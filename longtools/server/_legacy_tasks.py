@@ -33,12 +33,19 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NO
 from pydantic import TypeAdapter
 
 from longtools._settings import Settings
-from longtools.auth import principal_of
+from longtools.auth import caller_of, principal_of
 from longtools.server._limits import HeldRounds, answers_too_large
 from longtools.server._people import Audience, People, complete_urls, deliver
 from longtools.server._pushed import RELATED_TASK_META, Unanswered, ask, is_legacy
-from longtools.server._wire import cancel_task, poll_task, raw_notification, read_task, temporal_errors
-from longtools.tasks import TERMINAL, AnswersTooLarge, TaskNotFound, Tasks, TaskView
+from longtools.server._wire import (
+    NOT_AUTHORIZED,
+    cancel_task,
+    poll_task,
+    raw_notification,
+    read_task,
+    temporal_errors,
+)
+from longtools.tasks import TERMINAL, AnswerNotAuthorized, AnswersTooLarge, TaskNotFound, Tasks, TaskView
 from longtools.tools import Tool, as_wire, kind_supported, tool_error_result
 from longtools.workflows import InputRequest
 
@@ -295,9 +302,21 @@ class LegacyTasks:
             await asyncio.gather(asking, watching, return_exceptions=True)
         try:
             async with temporal_errors("tasks/result"):
-                delivered, words = await deliver(self._tasks, audience, view, answers, skip_invalid=True)
+                delivered, words = await deliver(
+                    self._tasks,
+                    audience,
+                    view,
+                    answers,
+                    caller=caller_of(ctx),
+                    via="pushed",
+                    skip_invalid=True,
+                )
                 if not delivered and not words:  # none fitted, or the task ended meanwhile
                     return set(), {}, await self._tasks.read(view.task_id, principal)
+        except AnswerNotAuthorized:
+            # An error, not a tool result: this request's result is the task's outcome, and the
+            # task goes on. -32602 with a refused call's words, as tasks/update says it.
+            raise MCPError(code=INVALID_PARAMS, message=NOT_AUTHORIZED) from None
         except AnswersTooLarge:
             raise answers_too_large(self._settings.max_task_answer_bytes) from None
         return delivered, words, None

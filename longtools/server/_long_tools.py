@@ -43,7 +43,7 @@ from longtools._logging import request_info
 from longtools._metrics import Metrics
 from longtools._protocol import TASKS_EXTENSION
 from longtools._settings import Settings
-from longtools.auth import principal_of
+from longtools.auth import caller_of, principal_of
 from longtools.server._exchange import Exchange, state_refused
 from longtools.server._legacy_tasks import LegacyTasks, method_not_found, speaks_tasks
 from longtools.server._limits import HeldRounds, answers_too_large, limit_reached
@@ -52,6 +52,7 @@ from longtools.server._people import Audience, People, complete_urls, deliver, s
 from longtools.server._pushed import is_legacy
 from longtools.server._task_tools import TaskTools, as_call_of
 from longtools.server._wire import (
+    NOT_AUTHORIZED,
     UNAVAILABLE,
     asks_a_person,
     declares_tasks,
@@ -63,6 +64,7 @@ from longtools.server._wire import (
 )
 from longtools.tasks import (
     TERMINAL,
+    AnswerNotAuthorized,
     AnswerRejected,
     AnswersTooLarge,
     OwnerAttributeMissing,
@@ -361,8 +363,17 @@ class LongTools:
                 # An answer that does not fit is skipped: its question is asked again (SEP-2322).
                 try:
                     delivered, words = await deliver(
-                        self._tasks, audience, view, responses, skip_invalid=True
+                        self._tasks,
+                        audience,
+                        view,
+                        responses,
+                        caller=caller_of(ctx),
+                        # 2025 era: the answers to the questions this held call pushed.
+                        via="pushed" if audience.legacy else "form",
+                        skip_invalid=True,
                     )
+                except AnswerNotAuthorized:  # as a round refused by the tool's check: a tool error
+                    return tool_error_result(NOT_AUTHORIZED)
                 except AnswersTooLarge:
                     raise answers_too_large(self._settings.max_task_answer_bytes) from None
                 if any(action != "accept" for action in words.values()):
@@ -496,11 +507,14 @@ class LongTools:
         responses = params.checked_responses()
         if view.status != "input_required":
             return {}
-        principal = principal_of(ctx)
+        caller = caller_of(ctx)
+        principal = caller.principal
         audience = self.people.audience(ctx)
         try:
             async with temporal_errors("tasks/update"):
-                delivered, words = await deliver(self._tasks, audience, view, responses, skip_invalid=False)
+                delivered, words = await deliver(
+                    self._tasks, audience, view, responses, caller=caller, via="form", skip_invalid=False
+                )
                 if words:  # not answers: noted, so the question is not listed again at once
                     await self._tasks.hear(view, words)
 
@@ -520,6 +534,11 @@ class LongTools:
                         await self._tasks.wait(
                             view.task_id, principal, settled, self._settings.answer_settle_s
                         )
+        except AnswerNotAuthorized:
+            # The words of a call the tool's check refuses, as -32602 like every answer this method
+            # refuses (one that does not fit, a person's question): the request is well-formed, but
+            # it carries an answer its sender may not give. Nothing was delivered.
+            raise MCPError(code=INVALID_PARAMS, message=NOT_AUTHORIZED) from None
         except PersonMustAnswer as exc:
             # Said with the link: the person who reads the client's error can go there.
             message = f"{exc}: {audience.link(view, exc.key)}"

@@ -31,11 +31,12 @@ from typing import Any, Final
 from mcp.server.context import ServerRequestContext
 from mcp_types import ClientCapabilities
 
-from longtools._protocol import ANSWER_LINKS_META
+from longtools._protocol import ANSWER_LINKS_META, DECISIONS_META
 from longtools._settings import Settings
-from longtools.auth import principal_of
+from longtools.auth import Caller, principal_of
+from longtools.decisions import decision_of
 from longtools.server._pushed import FIRST_MODE_VERSION, is_legacy
-from longtools.tasks import TERMINAL, AnswerLinks, Tasks, TaskView, public_base
+from longtools.tasks import TERMINAL, AnswerLinks, Tasks, TaskView, Via, public_base
 from longtools.workflows import marking_of
 
 __all__ = [
@@ -108,7 +109,32 @@ class Audience:
     legacy: bool
 
     def link(self, view: TaskView, key: str) -> str:
+        """The answer link of ``view``'s question ``key``: the requester's own, or for a decision
+        with approvers, the approvers' link (it opens for each person the rule admits)."""
+        decision = decision_of((view.input_requests or {}).get(key) or {})
+        if decision is not None and decision.rule is not None:
+            return self.base + self.links.approvers_path(view, key)
         return self.base + self.links.path(self.principal, view, key)
+
+    def decisions(self, view: TaskView) -> dict[str, dict[str, Any]]:
+        """The task's open decisions with approvers, as ``_meta[DECISIONS_META]`` shows them."""
+        shown: dict[str, dict[str, Any]] = {}
+        for key, question in (view.input_requests or {}).items():
+            decision = decision_of(question)
+            if decision is None or decision.rule is None:
+                continue
+            body = decision.wire()
+            shown[key] = {
+                "rule": body["rule"],
+                "needed": decision.needed,
+                "votes": [{"name": vote.name, "at": vote.at} for vote in decision.votes],
+                "digest": decision.digest,
+                "fingerprint": decision.proposal.fingerprint,
+                "deadline": decision.deadline,
+                "said": decision.said(),
+                "link": self.link(view, key),
+            }
+        return shown
 
     def person_links(self, view: TaskView) -> dict[str, str]:
         """The answer links of the task's open person's questions, by key."""
@@ -160,7 +186,14 @@ class Audience:
         links = self.person_links(view) if view.status == "input_required" else {}
         if not links:
             return view.status_message
-        said = f"A person must answer on its page: {' '.join(links.values())}"
+        decided = self.decisions(view)
+        parts = [
+            f"{shown['said']}; approvers answer on its page: {shown['link']}" for shown in decided.values()
+        ]
+        others = [link for key, link in links.items() if key not in decided]
+        if others:
+            parts.append(f"A person must answer on its page: {' '.join(others)}")
+        said = ". ".join(parts)
         return f"{view.status_message}. {said}" if view.status_message else said
 
     def wire(self, view: TaskView, poll_interval_ms: int, *, as_urls: bool = False) -> dict[str, Any]:
@@ -184,6 +217,9 @@ class Audience:
             if message:
                 body["statusMessage"] = message
         body["_meta"] = {**body.get("_meta", {}), ANSWER_LINKS_META: links}
+        decided = self.decisions(view)
+        if decided:
+            body["_meta"][DECISIONS_META] = decided
         return body
 
     def host_words(
@@ -230,16 +266,31 @@ async def complete_urls(ctx: ServerRequestContext[Any, Any], view: TaskView, url
 
 
 async def deliver(
-    tasks: Tasks, audience: Audience, view: TaskView, responses: Mapping[str, Any], *, skip_invalid: bool
+    tasks: Tasks,
+    audience: Audience,
+    view: TaskView,
+    responses: Mapping[str, Any],
+    *,
+    caller: Caller,
+    via: Via,
+    skip_invalid: bool,
 ) -> tuple[set[str], dict[str, str]]:
-    """Deliver the answers a client may give (:meth:`Audience.host_words`): the keys delivered,
-    and what its host said of the URL requests it was shown (``{key: action}``, nothing delivered).
+    """Deliver the answers a client may give (:meth:`Audience.host_words`) as ``caller``, which
+    came in ``via`` (``Tasks.answer``): the keys delivered, and what its host said of the URL
+    requests it was shown (``{key: action}``, nothing delivered).
+
+    Its paths: ``tasks/update`` (``"form"``), an MRTR round of a long tool's call (``"form"``), and
+    in the 2025 era the answers to questions pushed on a held ``tools/call`` or on
+    ``tasks/result`` (``"pushed"``).
 
     Raises:
+        AnswerNotAuthorized: as ``Tasks.answer``: the tool's check refuses ``caller`` now.
         AnswerRejected: as ``Tasks.answer`` (a ``PersonMustAnswer`` for a person's question, which
             only its page answers), unless ``skip_invalid``.
         AnswersTooLarge: as ``Tasks.answer``.
     """
     own, words = audience.host_words(view, responses)
-    delivered = await tasks.answer(view, own, by="client", skip_invalid=skip_invalid) if own else []
+    delivered = (
+        await tasks.answer(view, own, caller=caller, via=via, skip_invalid=skip_invalid) if own else []
+    )
     return set(delivered), words

@@ -26,12 +26,13 @@ from pydantic import BaseModel, Field, ValidationError
 from longtools._logging import request_info
 from longtools._protocol import ANSWER_LINKS_META
 from longtools._settings import Settings
-from longtools.auth import principal_of
+from longtools.auth import Caller, caller_of, principal_of
 from longtools.server._limits import HeldRounds, answers_too_large
 from longtools.server._people import Audience, People
-from longtools.server._wire import cancel_task, invalid_arguments, temporal_errors
+from longtools.server._wire import NOT_AUTHORIZED, cancel_task, invalid_arguments, temporal_errors
 from longtools.tasks import (
     TERMINAL,
+    AnswerNotAuthorized,
     AnswerRejected,
     AnswersTooLarge,
     PersonMustAnswer,
@@ -133,7 +134,8 @@ class TaskTools:
         except ValidationError as exc:
             return invalid_arguments(name, exc)
         request_info()["task_id"] = args.task_id
-        principal = principal_of(ctx)
+        caller = caller_of(ctx)
+        principal = caller.principal
         audience = self._people.audience(ctx)
         try:
             async with temporal_errors(name):
@@ -149,7 +151,7 @@ class TaskTools:
                         view = await self._news(view, principal)
                     else:
                         assert isinstance(args, _TaskAnswer)
-                        outcome = await self._answer(view, principal, args.answers, audience)
+                        outcome = await self._answer(view, caller, args.answers, audience)
                         if isinstance(outcome, CallToolResult):
                             return outcome
                         view = outcome
@@ -173,8 +175,9 @@ class TaskTools:
         )
 
     async def _answer(
-        self, view: TaskView, principal: str, answers: Mapping[str, Any], audience: Audience
+        self, view: TaskView, caller: Caller, answers: Mapping[str, Any], audience: Audience
     ) -> TaskView | CallToolResult:
+        principal = caller.principal
         if view.status != "input_required":
             return self._refused(view, _NOT_ASKING, audience)
         open_questions = view.input_requests or {}
@@ -187,7 +190,9 @@ class TaskTools:
                 audience,
             )
         try:
-            delivered = set(await self._tasks.answer(view, answers, by="client"))
+            delivered = set(await self._tasks.answer(view, answers, caller=caller, via="model"))
+        except AnswerNotAuthorized:  # the tool's check refuses the caller now: as a refused call
+            return tool_error_result(NOT_AUTHORIZED)
         except PersonMustAnswer as exc:  # a model may not answer it: only the person, on its page
             where = f"Ask the person to open {audience.link(view, exc.key)} and answer there."
             return self._refused(view, f"{exc}. {where}", audience)

@@ -1,5 +1,5 @@
-"""What several wire paths share: a Temporal failure as the one -32603, and notifications the
-SDK has no type for. API process."""
+"""What several wire paths share: a Temporal failure as the one -32603, a tool's own check
+refusing in the same words on each, and notifications the SDK has no type for. API process."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from longtools.tools import as_wire, tool_error_result
 from longtools.workflows import marking_of
 
 __all__ = [
+    "NOT_AUTHORIZED",
     "UNAVAILABLE",
     "asks_a_person",
     "declares_tasks",
@@ -47,6 +48,8 @@ __all__ = [
 log = structlog.get_logger("longtools.long")
 
 UNAVAILABLE = "The task service is unavailable; try again shortly"
+NOT_AUTHORIZED = "Not authorized to use this tool"
+"""What a tool's ``authorize=`` check refusing says on every path: a call's round, an answer."""
 
 
 def asks_a_person(what: str, result: InputRequiredResult) -> str | None:

@@ -2,20 +2,24 @@
 gateway), and the run-once records that make a used ``requestState`` or an idempotency key take
 effect once, and the boxes where a pushed question's answer waits for its call. API process.
 
-May import ``longtools.tools``, ``longtools.temporal``, ``longtools._settings`` and
-``longtools.workflows``; the wire (``longtools.server``) builds on this, never the other way round.
+May import ``longtools.auth``, ``longtools.tools``, ``longtools.temporal``, ``longtools._settings``
+and ``longtools.workflows``; the wire (``longtools.server``) builds on this, never the other way round.
 """
 
 from __future__ import annotations
 
+from longtools.decisions import Via
 from longtools.tasks._changes import Changes, Mark
 from longtools.tasks._gateway import (
     TERMINAL,
-    Answerer,
+    AlreadyVoted,
+    AnswerNotAuthorized,
     AnswerRejected,
     AnswersTooLarge,
+    NotAnApprover,
     OwnerAttributeMissing,
     PersonMustAnswer,
+    ProposalChanged,
     TaskNotFound,
     Tasks,
     TaskView,
@@ -39,10 +43,11 @@ from longtools.tasks._run_once import KeyReused, RunOnce, args_digest, key_reuse
 __all__ = [
     "ANSWER_PATH",
     "TERMINAL",
+    "AlreadyVoted",
     "AnswerLink",
     "AnswerLinks",
+    "AnswerNotAuthorized",
     "AnswerRejected",
-    "Answerer",
     "AnswersTooLarge",
     "Changes",
     "KeyReused",
@@ -50,8 +55,10 @@ __all__ = [
     "LinkUnknown",
     "Mailboxes",
     "Mark",
+    "NotAnApprover",
     "OwnerAttributeMissing",
     "PersonMustAnswer",
+    "ProposalChanged",
     "QuestionClosed",
     "RunOnce",
     "TaskIds",
@@ -59,6 +66,7 @@ __all__ = [
     "TaskView",
     "Tasks",
     "TooManyTasks",
+    "Via",
     "activity_progress",
     "args_digest",
     "check_answer",

@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache, partial
 from typing import Any, Literal
 
 import jsonschema
@@ -25,8 +26,10 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from pydantic import BaseModel, ValidationError
 from temporalio.api.common.v1 import Payloads, WorkflowExecution
 from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.history.v1 import WorkflowExecutionStartedEventAttributes
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import (
+    GetWorkflowExecutionHistoryRequest,
     ListWorkflowExecutionsRequest,
     SignalWorkflowExecutionRequest,
 )
@@ -47,8 +50,26 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from longtools._protocol import PROGRESS_META
+from longtools._protocol import EXIT_META, PROGRESS_META
 from longtools._settings import Settings
+from longtools.auth import Caller, authorized, principal_hash
+from longtools.decisions import (
+    ANSWERED_META,
+    DECIDERS_ATTRIBUTE,
+    EXIT_MEMO,
+    EXIT_STATES,
+    DecisionState,
+    ExitState,
+    Groups,
+    Stamp,
+    Via,
+    Voter,
+    decider_names,
+    decider_tags,
+    decision_of,
+    ledger_keys,
+    read_ledger,
+)
 from longtools.tasks._changes import Changes, Completion, Mark
 from longtools.tasks._ending import Endings
 from longtools.tasks._ids import TaskIds
@@ -64,17 +85,14 @@ from longtools.workflows import (
 )
 from longtools.workflows._errors import failure_kinds, task_ending
 from longtools.workflows._inputs import marking_of, parse_answer
-from longtools.workflows._metrics import TOOL_MEMO
+from longtools.workflows._metrics import CREATED_MEMO, OWNER_MEMO, TITLE_MEMO, TOOL_MEMO
 
 log = structlog.get_logger("longtools.tasks")
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
-_OWNER_MEMO = "longtools.owner"
 _TTL_MEMO = "longtools.ttl_ms"
-_CREATED_MEMO = "longtools.created_at"
-"""When the API created the task: what ``createdAt`` shows, the same on every read and replica."""
 _SUMMARY_MEMO = "longtools.summary"
 """The tool's line about the task (``Tool.summary_of``), recorded at its start: any replica's pages
 show it without reading the task's history."""
@@ -84,6 +102,17 @@ _INTERNAL_ERROR = -32603
 OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("LongtoolsOwner")
 """A task's owner as a keyed hash (search attributes are stored in plaintext, unlike memos), so
 Temporal can count a principal's running tasks. Registered in the namespace on first use."""
+_NOT_APPROVED: dict[str, str] = {
+    "rejected": "Rejected: an approver refused, so nothing was done",
+    "expired": "Expired: no decision before the deadline, so nothing was done",
+    "escalated": "Expired after it was escalated: no decision before the deadline, so nothing was done",
+}
+"""The status message of a task whose approval did not happen (its exit state), unless it has one."""
+_KINDS = {
+    IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
+    IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST: "KeywordList",
+}
+"""The search attributes' kinds, as ``temporal operator search-attribute create`` names them."""
 _START_ATTEMPTS = 3
 _KNOWN_TASKS = 10_000
 """Most views kept for ``get`` to answer from (their bytes are bounded too, by ``cache_bytes``)."""
@@ -93,6 +122,10 @@ a visibility query on every start, under load, took most of a start's time (benc
 _VISIBLE_WITHIN_S = 2.0
 """How long Temporal's visibility may take to show a start, at most (SQL visibility: milliseconds;
 Elasticsearch refreshes every second)."""
+_ARGUMENTS_KEPT = 1_000
+"""Most tasks whose arguments are kept for their tool's ``authorize=`` check on answers."""
+_ARGUMENTS_KEPT_BYTES = 4 * 1024 * 1024
+"""Most bytes of those arguments kept (as stored: their encoded start payloads)."""
 _LIVE_READ_S = 1.0
 """How old a view of a task with a running activity may be before it is read again: the
 activity's ``report()`` is a heartbeat, not history, so no watch sees it (the worker sends one a
@@ -120,8 +153,31 @@ class PersonMustAnswer(AnswerRejected):
         super().__init__(key, f"The question {key!r} must be answered by a person, only on its answer page")
 
 
-Answerer = Literal["page", "client"]
-"""Who gives an answer (see ``Tasks.answer``)."""
+class AnswerNotAuthorized(Exception):
+    """The tool's own check (``authorize=``) refuses the caller who answers, now: nothing was delivered."""
+
+
+class NotAnApprover(AnswerRejected):
+    """A vote from someone the question's rule does not admit (or who was excluded from it)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key, f"The question {key!r} is not yours to decide")
+
+
+class AlreadyVoted(AnswerRejected):
+    """A second vote of one person on one question: one vote each."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key, f"You have already voted on the question {key!r}")
+
+
+class ProposalChanged(AnswerRejected):
+    """A vote cast on a proposal the question no longer asks about (the page was older)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            key, f"The proposal of the question {key!r} has changed: read it again before you vote"
+        )
 
 
 class AnswersTooLarge(Exception):
@@ -167,6 +223,8 @@ class TaskView:
     """Per open question, when a host last spoke of it (``Published.spoken``; never on the wire)."""
     summary: str | None = None
     """The tool's line about this task, for the person's pages (``Tool.summary_of``; never on the wire)."""
+    exit_state: ExitState | None = None
+    """How the task's approval ended (``longtools.decisions.ExitState``), once it has ended."""
 
     @property
     def status_message(self) -> str | None:
@@ -189,6 +247,10 @@ class TaskView:
             body["statusMessage"] = self.status_message
         if self.progress is not None:
             body["_meta"] = {PROGRESS_META: {"progress": self.progress, "total": self.total}}
+        if self.exit_state is not None and self.status in TERMINAL:
+            body["_meta"] = {**body.get("_meta", {}), EXIT_META: self.exit_state}
+            if self.exit_state in _NOT_APPROVED and "statusMessage" not in body:
+                body["statusMessage"] = _NOT_APPROVED[self.exit_state]
         if self.status == "input_required":
             body["inputRequests"] = dict(self.input_requests or {})
         if self.result is not None:
@@ -227,6 +289,19 @@ class Tasks:
         self._known_bytes = 0
         self._max_known_bytes = settings.cache_bytes // 2
         self.ids = TaskIds(settings.require_state_keys())
+        self.groups = Groups(settings)
+        """Who is in which group, for approver rules (``longtools.decisions``)."""
+        self.ledger_keys = ledger_keys(settings)
+        # Computed once per principal (an HMAC per request was 2% of a plain tools/call's CPU).
+        self.hash_principal: Callable[[str], str] = lru_cache(maxsize=4096)(
+            partial(principal_hash, key=self.ids.secret)
+        )
+        """How logs name a principal: a keyed hash (``principal_hash``), the same in every log event."""
+        self._arguments: OrderedDict[str, tuple[BaseModel, int]] = OrderedDict()
+        """The arguments of recently answered tasks whose tool has an ``authorize=`` check, with
+        their size, most recent last: a task's arguments never change, so each is read once
+        (``_arguments_of``), at most ``_ARGUMENTS_KEPT`` of them and ``_ARGUMENTS_KEPT_BYTES`` in all."""
+        self._arguments_bytes = 0
         self._counted: dict[str, tuple[float, float, int]] = {}
         """Per principal: when its running tasks were counted (monotonic), the cutoff of that count
         (Unix time: tasks started before it), and the count."""
@@ -298,9 +373,10 @@ class Tasks:
         now = datetime.now(UTC)
         memo: dict[str, Any] = {
             TOOL_MEMO: tool.name,
-            _OWNER_MEMO: principal,
+            OWNER_MEMO: principal,
             _TTL_MEMO: ttl_ms,
-            _CREATED_MEMO: _iso(now),
+            CREATED_MEMO: _iso(now),
+            TITLE_MEMO: tool.title or tool.name,
         }
         if args_digest is not None:
             memo[ARGS_MEMO] = args_digest
@@ -464,13 +540,15 @@ class Tasks:
             listed = await client.operator_service.list_search_attributes(
                 ListSearchAttributesRequest(namespace=namespace), timeout=self._rpc_timeout
             )
-            if OWNER_ATTRIBUTE.name not in listed.custom_attributes:
-                keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+            wanted = {
+                OWNER_ATTRIBUTE.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+                DECIDERS_ATTRIBUTE.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+            }
+            missing = {name: kind for name, kind in wanted.items() if name not in listed.custom_attributes}
+            if missing:
                 try:
                     await client.operator_service.add_search_attributes(
-                        AddSearchAttributesRequest(
-                            namespace=namespace, search_attributes={OWNER_ATTRIBUTE.name: keyword}
-                        ),
+                        AddSearchAttributesRequest(namespace=namespace, search_attributes=missing),
                         timeout=self._rpc_timeout,
                     )
                 except RPCError as exc:
@@ -479,11 +557,14 @@ class Tasks:
                     log.error(
                         "owner_attribute_missing",
                         status=exc.status.name,
-                        fix=f"temporal operator search-attribute create --namespace {namespace} "
-                        f"--name {OWNER_ATTRIBUTE.name} --type Keyword",
+                        fix="; ".join(
+                            f"temporal operator search-attribute create --namespace {namespace} "
+                            f"--name {name} --type {_KINDS[kind]}"
+                            for name, kind in missing.items()
+                        ),
                     )
                     raise OwnerAttributeMissing from None
-                log.info("owner_attribute_added", namespace=namespace)
+                log.info("owner_attribute_added", namespace=namespace, names=sorted(missing))
             self._owner_attribute_ready = True
 
     async def completed_within(self, tool: Tool, task_id: str, within_s: float) -> CallToolResult | None:
@@ -545,6 +626,31 @@ class Tasks:
         """The task as Temporal has it now (see ``get``)."""
         if not self.ids.may_belong(task_id, principal):
             raise TaskNotFound("Task not found")  # its tag says so: no read needed
+        return (await self._read(task_id, principal))[0]
+
+    async def read_as_decider(self, task_id: str, voter: Voter) -> tuple[TaskView, str]:
+        """The task, and who owns it, for someone who is not its owner but whom a question of it
+        waits for (an approver): read only while one of its questions' rules admits ``voter``, or
+        ``voter`` is its owner. Anyone else is told the task is not found, as for a made-up id.
+
+        Raises:
+            TaskNotFound: as ``read``; and when no open question of it admits ``voter``.
+        """
+        view, owner = await self._read(task_id, None)
+        if owner == voter.principal:
+            return view, owner
+        for question in (view.input_requests or {}).values():
+            decision = decision_of(question)
+            if (
+                decision is not None
+                and decision.rule is not None
+                and (decision.admits(voter) or decision.voted(voter.principal))
+            ):
+                return view, owner
+        raise TaskNotFound("Task not found")
+
+    async def _read(self, task_id: str, principal: str | None) -> tuple[TaskView, str]:
+        """The task and its owner; ``principal`` None reads it whoever owns it (``read_as_decider``)."""
         handle = self._connection().get_workflow_handle(task_id)
         try:
             desc = await handle.describe(rpc_timeout=self._rpc_timeout)
@@ -554,10 +660,11 @@ class Tasks:
             raise
         memo = await desc.memo()
         tool = self._registry.tools.get(str(memo.get(TOOL_MEMO)))
-        if tool is None or memo.get(_OWNER_MEMO) != principal:
+        owner = str(memo.get(OWNER_MEMO))
+        if tool is None or (principal is not None and owner != principal):
             raise TaskNotFound("Task not found")
         ttl_ms = int(memo.get(_TTL_MEMO, 0))
-        created = _created(desc, ttl_ms, memo.get(_CREATED_MEMO))
+        created = _created(desc, ttl_ms, memo.get(CREATED_MEMO))
         if desc.status == WorkflowExecutionStatus.TIMED_OUT:
             raise TaskNotFound("Task has expired")
         view = TaskView(
@@ -570,6 +677,7 @@ class Tasks:
             args_digest=memo.get(ARGS_MEMO),
             mark=Mark(desc.run_id, desc.raw_description.workflow_execution_info.history_length),
             summary=str(memo[_SUMMARY_MEMO]) if memo.get(_SUMMARY_MEMO) is not None else None,
+            exit_state=memo.get(EXIT_MEMO) if memo.get(EXIT_MEMO) in EXIT_STATES else None,
         )
         _check_expiry(view)
         if desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
@@ -581,8 +689,9 @@ class Tasks:
                 # What the tool said last (its clean-up: a rollback, say), which the memo keeps
                 # past the end; a task that ended otherwise says so with its result or error.
                 view = replace(view, message=_running(view, memo.get(TASK_MEMO)).message)
-        self._know(task_id, principal, view)
-        return view
+        if principal is not None:
+            self._know(task_id, principal, view)
+        return view, owner
 
     async def _with_activity_progress(self, view: TaskView, desc: WorkflowExecutionDescription) -> TaskView:
         """``view`` with what a running activity last ``report()``-ed in its heartbeat, as one
@@ -647,35 +756,77 @@ class Tasks:
         view: TaskView,
         responses: Mapping[str, Any],
         *,
-        by: Answerer,
+        caller: Caller,
+        via: Via,
         skip_invalid: bool = False,
+        seen: str | None = None,
     ) -> list[str]:
         """Check answers against the outstanding questions and deliver the fitting ones durably.
 
-        ``by`` is who answers: a person's question or a secret (``elicit(by=..., sensitive=...)``)
-        is answered by ``"page"`` alone, never by a ``"client"`` (a model, or a library that would
-        fill in its person's form), whatever the client declared.
+        ``caller`` is who answers: the tool's own ``authorize=`` check runs again for them, with the
+        task's arguments, before anything is delivered (``check_answerer``): a permission withdrawn
+        since the task started stops its answers. ``via`` is the way the answer came in:
+
+        - ``"page"``: the answer page, the only way that answers a person's question or a secret
+          (``elicit(by=..., sensitive=...)``);
+        - ``"form"``: a host's form, answering for its person: ``tasks/update`` (in either era's
+          tasks) or the ``inputResponses`` of an MRTR round of a long tool's call;
+        - ``"model"``: the ``task_answer`` tool, a model answering;
+        - ``"pushed"``: an answer to a question the server pushed (2025 era: on a held
+          ``tools/call``, or on ``tasks/result``).
+
+        Any way but ``"page"`` is refused a marked question (``PersonMustAnswer``), whatever the
+        client declared: a model, or a library that would fill in its person's form. An answer to a
+        decision (``longtools.decisions``) is a vote: ``caller`` must be admitted by its rule
+        (``NotAnApprover``), may vote once (``AlreadyVoted``), and ``seen``, the digest of the
+        proposal the person was shown, must be the one it asks about now (``ProposalChanged``).
+
+        Each answer goes to the workflow stamped with who gave it and how (``Stamp``, over anything
+        the client sent under its key), for the task's ledger.
 
         Answers to keys that are not outstanding are ignored (the spec's rule for unknown and
-        already answered keys). Returns the keys delivered: none when the task has ended since
-        ``view`` was read (a race, not an outage: the caller reads the task again).
+        already answered keys); with none outstanding, nothing is checked. Returns the keys
+        delivered: none when the task has ended since ``view`` was read (a race, not an outage: the
+        caller reads the task again).
 
         Raises:
-            AnswerRejected: an answer does not fit its question, or ``by`` may not answer it
+            AnswerNotAuthorized: the tool's check refuses ``caller`` (or fails); nothing is sent.
+            AnswerRejected: an answer does not fit its question, or ``via`` may not answer it
                 (``PersonMustAnswer``), unless ``skip_invalid``, which leaves that question
                 outstanding; nothing is sent.
             AnswersTooLarge: the task has taken ``max_task_answer_bytes`` of answers; nothing is sent.
         """
         asked = view.input_requests or {}
+        if not asked.keys() & responses.keys():
+            return []
+        # Who answers before what: a caller refused learns nothing of whether their answers fit.
+        await self.check_answerer(view, caller)
         accepted: dict[str, Any] = {}
+        once: dict[str, str] = {}
         for key, response in responses.items():
             request = asked.get(key)
             if request is None:
                 continue
             try:
-                if by != "page" and marking_of(request).marked:
+                if via != "page" and marking_of(request).marked:
                     raise PersonMustAnswer(key)
-                accepted[key] = check_answer(key, request, response)
+                decision = decision_of(request)
+                voter = self.groups.voter(caller.principal, caller.groups)
+                if decision is not None:
+                    _check_vote(key, decision, voter, seen)
+                checked = check_answer(key, request, response)
+                stamp = Stamp(
+                    principal=caller.principal,
+                    via=via,
+                    groups=voter.groups,
+                    digest=None if decision is None else decision.digest,
+                )
+                sent_meta = checked.get("_meta")
+                meta = dict(sent_meta) if isinstance(sent_meta, Mapping) else {}
+                accepted[key] = {**checked, "_meta": {**meta, ANSWERED_META: stamp.wire()}}
+                if decision is not None and decision.rule is not None:
+                    # A decision takes one vote of each person, not one answer per question.
+                    once[key] = f"{caller.principal}\x00{decision.digest}"
             except AnswerRejected:
                 if not skip_invalid:
                     raise
@@ -688,7 +839,7 @@ class Tasks:
         if view.answered_bytes + size > self._settings.max_task_answer_bytes:
             raise AnswersTooLarge
         taken = await asyncio.gather(
-            *(self._deliver(view.task_id, key, answer) for key, answer in accepted.items())
+            *(self._deliver(view.task_id, key, answer, once.get(key, "")) for key, answer in accepted.items())
         )
         delivered = sorted(key for key, took in zip(accepted, taken, strict=True) if took)
         if delivered:
@@ -696,6 +847,84 @@ class Tasks:
         else:
             log.info("task_answer_too_late", task_id=view.task_id)  # it ended meanwhile
         return delivered
+
+    async def check_answerer(self, view: TaskView, caller: Caller) -> None:
+        """Run the task's tool's ``authorize=`` check, if it has one, for ``caller`` with the task's
+        arguments, as a call's round runs it (``longtools.auth.authorized``: deny on error, each
+        refusal logged ``tool_not_authorized``). ``answer`` runs it first; a way that must know
+        before it answers (the page, before it claims the question) runs it too.
+
+        Raises:
+            AnswerNotAuthorized: the check refuses ``caller``, or fails.
+        """
+        tool = self._registry.tools.get(view.tool)
+        if tool is None or tool.authorize is None:
+            return
+        args = await self._arguments_of(view.task_id, tool)
+        # Arguments that no longer fit the tool's model (logged) cannot be checked: refused, as
+        # by a check that fails.
+        check = tool.authorize if args is not None else _cannot_check
+        if not await authorized(
+            check, caller, args, tool=tool.name, hash_principal=self.hash_principal, task_id=view.task_id
+        ):
+            raise AnswerNotAuthorized
+
+    async def _arguments_of(self, task_id: str, tool: Tool) -> BaseModel | None:
+        """The arguments ``task_id`` was started with, as ``tool``'s input model: its workflow's
+        start input, read from Temporal once and kept (they never change); None when they do not fit
+        the model (its code changed since the task started: logged ``authorize_failed``).
+
+        After a continue-as-new, the first run's input, which the call's own round was checked
+        with; the current run's when Temporal no longer keeps the first (past its retention).
+        """
+        kept = self._arguments.get(task_id)
+        if kept is not None:
+            self._arguments.move_to_end(task_id)
+            return kept[0]
+        started = await self._start_of(task_id, "")
+        if started.continued_execution_run_id and started.first_execution_run_id:
+            with contextlib.suppress(TaskNotFound):
+                started = await self._start_of(task_id, started.first_execution_run_id)
+        payloads = started.input.payloads
+        [value] = await self._connection().data_converter.decode(payloads) if payloads else [None]
+        try:
+            args = tool.input_model.model_validate(value)
+        except ValidationError:
+            log.exception("authorize_failed", tool=tool.name, task_id=task_id)
+            return None
+        size = sum(payload.ByteSize() for payload in payloads)
+        if size <= _ARGUMENTS_KEPT_BYTES:
+            self._arguments[task_id] = (args, size)
+            self._arguments_bytes += size
+            while len(self._arguments) > _ARGUMENTS_KEPT or self._arguments_bytes > _ARGUMENTS_KEPT_BYTES:
+                self._arguments_bytes -= self._arguments.popitem(last=False)[1][1]
+        return args
+
+    async def _start_of(self, task_id: str, run_id: str) -> WorkflowExecutionStartedEventAttributes:
+        """The first event of a run of ``task_id`` (the current one without ``run_id``): its start.
+
+        Raises:
+            TaskNotFound: Temporal has no such run (any more).
+        """
+        client = self._connection()
+        try:
+            page = await client.workflow_service.get_workflow_execution_history(
+                GetWorkflowExecutionHistoryRequest(
+                    namespace=client.namespace,
+                    execution=WorkflowExecution(workflow_id=task_id, run_id=run_id),
+                    maximum_page_size=1,
+                ),
+                retry=True,
+                timeout=self._rpc_timeout,
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise TaskNotFound("Task not found") from None
+        events = page.history.events
+        if not events or not events[0].HasField("workflow_execution_started_event_attributes"):
+            raise TaskNotFound("Task not found")
+        return events[0].workflow_execution_started_event_attributes
 
     async def hear(self, view: TaskView, words: Mapping[str, str]) -> None:
         """Note a host's word on person's questions it was shown as URL requests (``{key: action}``,
@@ -711,19 +940,20 @@ class Tasks:
                 raise
         log.info("task_host_spoke", task_id=view.task_id, keys=sorted(words))
 
-    async def _deliver(self, task_id: str, key: str, answer: Any) -> bool:
-        """Signal one answer, once per question: Temporal drops a signal whose request id it has
-        seen in this run, so answers to one question sent again or in parallel (replays, retries,
-        two replicas) cost the task's history one signal, not one each. False when the task has
-        closed (or is gone) meanwhile."""
+    async def _deliver(self, task_id: str, key: str, answer: Any, once: str = "") -> bool:
+        """Signal one answer, once per question (and ``once``: a voter, for a decision's votes):
+        Temporal drops a signal whose request id it has seen in this run, so answers to one question
+        sent again or in parallel (replays, retries, two replicas) cost the task's history one
+        signal, not one each. False when the task has closed (or is gone) meanwhile."""
         client = self._connection()
+        unique = f"{task_id}\x00{key}" + (f"\x00{once}" if once else "")
         request = SignalWorkflowExecutionRequest(
             namespace=client.namespace,
             workflow_execution=WorkflowExecution(workflow_id=task_id),
             signal_name=ANSWER_SIGNAL,
             input=Payloads(payloads=await client.data_converter.encode([{key: answer}])),
             identity=client.identity,
-            request_id=hashlib.sha256(f"{task_id}\x00{key}".encode()).hexdigest()[:32],
+            request_id=hashlib.sha256(unique.encode()).hexdigest()[:32],
         )
         try:
             await client.workflow_service.signal_workflow_execution(
@@ -734,6 +964,35 @@ class Tasks:
                 raise
             return False
         return True
+
+    async def deciding(self, voter: Voter, page_size: int = 100) -> list[str]:
+        """The ids of running tasks whose open question waits on ``voter``, by name or group, or was
+        asked of them as its requester, newest first (found by their keyed tags: Temporal's
+        visibility lags a moment, and a tag only narrows: read each task before showing it)."""
+        try:
+            await self._ensure_owner_attribute()
+        except OwnerAttributeMissing:
+            return []
+        tags = ", ".join(f'"{tag}"' for tag in decider_tags(self.ledger_keys, decider_names(voter)))
+        client = self._connection()
+        page = await client.workflow_service.list_workflow_executions(
+            ListWorkflowExecutionsRequest(
+                namespace=client.namespace,
+                page_size=page_size,
+                query=f'{DECIDERS_ATTRIBUTE.name} IN ({tags}) AND ExecutionStatus="Running"',
+            ),
+            retry=True,
+            timeout=self._rpc_timeout,
+        )
+        return [info.execution.workflow_id for info in page.executions]
+
+    async def ledger(self, view: TaskView) -> list[dict[str, Any]]:
+        """The task's ledger, every entry signed, oldest first (``longtools.decisions``): read from
+        its history, from its first run on, with no worker needed. The caller has read ``view``."""
+        client = self._connection()
+        desc = await client.get_workflow_handle(view.task_id).describe(rpc_timeout=self._rpc_timeout)
+        first = desc.raw_description.workflow_execution_info.first_run_id or desc.run_id
+        return await read_ledger(client, view.task_id, first, rpc_timeout=self._rpc_timeout)
 
     async def owned(self, principal: str, page_size: int, token: bytes) -> tuple[list[str], bytes]:
         """One page of the ids of ``principal``'s tasks, newest first, and the token of the next
@@ -862,10 +1121,34 @@ class Tasks:
         [value] = await self._connection().data_converter.decode(completed.result.payloads, hints)
         result = as_wire(_valid_result(view, tool, value))
         at, mark = completed.at, completed.mark
+        exit_state = None
+        if view.mark is not None:
+            # Its exit state, upserted as it ended: in the same change as its end, unless the
+            # signing of its ledger took a workflow task of its own; then the task is read again.
+            upserted = self._changes.upserted(view.task_id, view.mark, EXIT_MEMO)
+            if upserted is None:
+                return await self.read(view.task_id, principal)
+            [exit_state] = await self._connection().data_converter.decode([upserted[1]])
         ended = replace(view, status="completed", result=result, updated_at=at, mark=mark)
+        if exit_state in EXIT_STATES:
+            ended = replace(ended, exit_state=exit_state)
         ended = replace(ended, message=None, progress=None, total=None, live=False)
         self._know(view.task_id, principal, ended)
         return ended
+
+
+async def _cannot_check(caller: Caller, args: Any) -> bool:
+    return False
+
+
+def _check_vote(key: str, decision: DecisionState, voter: Voter, seen: str | None) -> None:
+    """Raise why ``voter`` may not vote on ``decision`` now (see ``Tasks.answer``)."""
+    if decision.voted(voter.principal):
+        raise AlreadyVoted(key)
+    if not decision.admits(voter):
+        raise NotAnApprover(key)
+    if seen is not None and seen != decision.digest:
+        raise ProposalChanged(key)
 
 
 def check_answer(key: str, request: Mapping[str, Any], response: Any) -> dict[str, Any]:

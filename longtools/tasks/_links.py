@@ -2,7 +2,10 @@
 
 A link is sealed (``longtools._sealing``, its own label) over the task, the question's key and an
 expiry, and bound to the principal who owns the task: only that principal's sign-in opens it, and
-to anyone else it reads as unknown, like a made-up one. Links carry no answer and no secret of the
+to anyone else it reads as unknown, like a made-up one. A decision's question (approvers, a
+quorum: ``longtools.decisions``) has one link for all its approvers instead, bound to no one: it
+opens for anyone signed in, and the page then shows it only to those the question's rule admits
+(to anyone else it reads as unknown, the same page). Links carry no answer and no secret of the
 task; what a leaked link gives is a page that asks its finder to sign in as its owner.
 """
 
@@ -20,6 +23,9 @@ __all__ = ["ANSWER_PATH", "AnswerLink", "AnswerLinks", "LinkExpired", "LinkUnkno
 
 ANSWER_PATH: Final = "/answer/"
 _LABEL: Final = "longtools answer links"
+_APPROVERS: Final = "\x00approvers"
+"""What an approvers' link is bound to: no principal has this name (they are ``token:``, ``jwt:``,
+or ``anonymous``)."""
 
 
 class LinkUnknown(Exception):
@@ -37,6 +43,8 @@ class AnswerLink:
     """The question's key in the task's ``inputRequests``."""
     expires_at: float
     """Unix time."""
+    approvers: bool = False
+    """An approvers' link: whoever opens it must be admitted by the question's rule."""
 
 
 class AnswerLinks:
@@ -59,20 +67,28 @@ class AnswerLinks:
         value = {"t": view.task_id, "k": key, "e": int(expires)}
         return ANSWER_PATH + self._sealer.seal(value, principal, deterministic=True)
 
+    def approvers_path(self, view: TaskView, key: str) -> str:
+        """The link to a decision's question for every approver its rule admits (see above)."""
+        return self.path(_APPROVERS, view, key)
+
     def open(self, token: str, principal: str) -> AnswerLink:
         """Raises:
-        LinkUnknown: not a link of ``principal``'s.
-        LinkExpired: ``principal``'s link, past its expiry."""
+        LinkUnknown: not a link of ``principal``'s, nor an approvers' link.
+        LinkExpired: such a link, past its expiry."""
+        approvers = False
         try:
             value = self._sealer.open(token, principal)
         except Unsealable:
-            raise LinkUnknown from None
+            try:
+                value, approvers = self._sealer.open(token, _APPROVERS), True
+            except Unsealable:
+                raise LinkUnknown from None
         task_id, key, expires = value.get("t"), value.get("k"), value.get("e")
         if not isinstance(task_id, str) or not isinstance(key, str) or not isinstance(expires, int):
             raise LinkUnknown
         if time.time() > expires:
             raise LinkExpired
-        return AnswerLink(task_id=task_id, key=key, expires_at=float(expires))
+        return AnswerLink(task_id=task_id, key=key, expires_at=float(expires), approvers=approvers)
 
 
 def public_base(settings: Settings, request_base: str) -> str:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from longtools.temporal._worker import (
         build_worker,
+        task_interceptors,
     )
 
 # Loaded on first use (PEP 562): `serve` launches the dev server through this package before it
@@ -69,6 +70,7 @@ _HOME = {
     "load_or_create": "longtools.temporal._keyfile",
     "read_key_file": "longtools.temporal._keyfile",
     "build_worker": "longtools.temporal._worker",
+    "task_interceptors": "longtools.temporal._worker",
 }
 
 
@@ -101,6 +103,7 @@ __all__ = [
     "load_or_create",
     "read_key_file",
     "start_dev_server",
+    "task_interceptors",
     "temporal_executable",
     "unreachable",
 ]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from longtools._settings import Settings
 from longtools.activities._ending import terminate_cancelled
+from longtools.decisions import RecordLedger, ledger_keys, signing_activity
 from longtools.temporal._outcomes import ActivityOutcomes
 from longtools.tools import Registry
 from longtools.workflows._ask import CarryConversation
@@ -24,9 +26,14 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
 
     Its workflows record task metrics through ``client``'s runtime (see ``connect``).
     """
-    interceptors = [TaskMetricsInterceptor(), CarryConversation(), ActivityOutcomes()]
-    # Ours too: a task cancelled that does not stop is terminated (longtools/workflows/_ending.py).
-    activities = [*registry.activities, terminate_cancelled]
+    interceptors = task_interceptors()
+    # Ours too: a task cancelled that does not stop is terminated (longtools/workflows/_ending.py),
+    # and every task's ledger is signed (longtools/decisions).
+    activities: list[Callable[..., Any]] = [
+        *registry.activities,
+        terminate_cancelled,
+        signing_activity(ledger_keys(settings)),
+    ]
     return Worker(
         client,
         task_queue=settings.task_queue,
@@ -51,6 +58,12 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
         # default: the workflow task retries until fixed code is deployed, and the task continues
         # where it was. Failing it instead would lose every task in flight on a bad deploy.
     )
+
+
+def task_interceptors() -> list[Interceptor]:
+    """What every longtools worker runs its tasks with, and a replay of their histories must too:
+    metrics, a conversation that survives continue-as-new, the ledger, activity outcomes."""
+    return [TaskMetricsInterceptor(), CarryConversation(), RecordLedger(), ActivityOutcomes()]
 
 
 def build_id(code: Iterable[object]) -> str:

@@ -106,6 +106,11 @@ class AnswerRejected(TestingError):
     """An answer that does not fit its question (its kind, or the form's schema); nothing was sent."""
 
 
+class NotAuthorized(TestingError):
+    """The tool's own check (``authorize=``) refused the caller: a call, or an answer to its task
+    (the check runs again on every answer, with the task's arguments); nothing was sent."""
+
+
 @dataclass(frozen=True)
 class Question:
     """One question a task asks, under its key."""
@@ -235,7 +240,7 @@ class Task(abc.ABC):
     @abc.abstractmethod
     async def _send(self, key: str, question: Question, answer: Mapping[str, Any]) -> None:
         """Deliver one answer (wire JSON) to an outstanding question; raise AnswerRejected if it
-        does not fit."""
+        does not fit, NotAuthorized if the tool's check refuses the one who answers."""
 
     @abc.abstractmethod
     async def cancel(self) -> None:
@@ -314,6 +319,8 @@ class Task(abc.ABC):
         Raises:
             NotAsked: the task does not ask ``key`` now.
             AnswerRejected: the answer does not fit the question; nothing was sent.
+            NotAuthorized: the tool's ``authorize=`` check refuses the one who answers; nothing
+                was sent.
         """
         answer: dict[str, Any] = {"action": action}
         if action == "accept":

@@ -26,12 +26,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from longtools._settings import Settings
+from longtools.auth import Caller, authorized, principal_hash
 from longtools.tasks import AnswerRejected as _Rejected
 from longtools.tasks import activity_progress, check_answer, task_progress
-from longtools.temporal import build_worker, temporal_executable
+from longtools.temporal import build_worker, task_interceptors, temporal_executable
 from longtools.testing._common import (
     AnswerRejected,
     InvalidArguments,
+    NotAuthorized,
     Question,
     Task,
     TaskState,
@@ -93,18 +95,27 @@ class Embedded:
             raise UnknownTool(f"no long tool {name!r}; the long tools are {', '.join(long_tools) or 'none'}")
         return tool
 
-    async def start(self, tool: str, arguments: Mapping[str, Any] | None = None) -> EmbeddedTask:
+    async def start(
+        self, tool: str, arguments: Mapping[str, Any] | None = None, *, caller: Caller | None = None
+    ) -> EmbeddedTask:
         """Start the long tool ``tool`` with ``arguments`` (validated by its input model), as a task.
+
+        With a ``caller``, the tool's ``authorize=`` check runs as the API runs it: before the
+        start, and again before each answer the task's handle sends (as ``caller``: the check sees
+        a permission withdrawn meanwhile). Without one, no check runs.
 
         Raises:
             UnknownTool: no long tool of that name.
             InvalidArguments: the arguments do not fit its input model.
+            NotAuthorized: the tool's check refuses ``caller``.
         """
         found = self._tool(tool)
         try:
             args = found.parse_arguments(dict(arguments or {}))
         except ValidationError as exc:
             raise InvalidArguments(f"Invalid arguments for tool {tool}: {exc}") from None
+        if caller is not None and not await _authorized(found, caller, args):
+            raise NotAuthorized(f"{tool} refuses {caller.principal}: Not authorized to use this tool")
         handle: WorkflowHandle[Any, Any] = await self.client.start_workflow(
             found.workflow_name,
             args,
@@ -113,7 +124,8 @@ class Embedded:
             memo={TOOL_MEMO: found.name},
             execution_timeout=timedelta(seconds=self.settings.task_ttl_s),
         )
-        return EmbeddedTask(handle.id, found, self.client)
+        answering = None if caller is None else (caller, args)
+        return EmbeddedTask(handle.id, found, self.client, answering=answering)
 
     def task(self, task_id: str, tool: str) -> EmbeddedTask:
         """A handle on a task this environment started earlier."""
@@ -123,10 +135,14 @@ class Embedded:
 class EmbeddedTask(Task):
     """A task of ``embedded()``: a workflow in its Temporal."""
 
-    def __init__(self, task_id: str, tool: Tool, client: Client) -> None:
+    def __init__(
+        self, task_id: str, tool: Tool, client: Client, *, answering: tuple[Caller, Any] | None = None
+    ) -> None:
         super().__init__(task_id, tool.name)
         self._tool = tool
         self._client = client
+        self._answering = answering
+        """Who answers, and the task's arguments their answers are checked with (``start(caller=)``)."""
 
     @property
     def handle(self) -> WorkflowHandle[Any, Any]:
@@ -199,6 +215,13 @@ class EmbeddedTask(Task):
         return TaskState(self.task_id, "completed", result=ToolResult.from_wire(as_wire(result)))
 
     async def _send(self, key: str, question: Question, answer: Mapping[str, Any]) -> None:
+        if self._answering is not None:
+            caller, args = self._answering
+            if not await _authorized(self._tool, caller, args):
+                raise NotAuthorized(
+                    f"task {self.task_id} ({self.tool}) refuses {caller.principal}'s answer: "
+                    "Not authorized to use this tool"
+                )
         try:
             checked = check_answer(key, question.request, dict(answer))
         except _Rejected as exc:
@@ -211,6 +234,11 @@ class EmbeddedTask(Task):
     async def history(self) -> WorkflowHistory:
         """The workflow's history so far (all of it once the task has ended), for ``replay``."""
         return await self.handle.fetch_history()
+
+
+async def _authorized(tool: Tool, caller: Caller, args: Any) -> bool:
+    """The tool's check, as the API runs it (deny on error, refusals logged)."""
+    return await authorized(tool.authorize, caller, args, tool=tool.name, hash_principal=principal_hash)
 
 
 def _tool_error(message: str) -> ToolResult:
@@ -281,4 +309,7 @@ async def replay(history: WorkflowHistory, tools: Registry | Sequence[type]) -> 
     take another path than the recorded run, which a running task of that tool would then do.
     """
     workflows = tools.workflows if isinstance(tools, Registry) else list(tools)
-    await Replayer(workflows=workflows, data_converter=pydantic_data_converter).replay_workflow(history)
+    replayer = Replayer(
+        workflows=workflows, interceptors=task_interceptors(), data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(history)

@@ -33,6 +33,7 @@ from longtools.testing._common import (
     AnswerRejected,
     NotAsked,
     NotATask,
+    NotAuthorized,
     Question,
     RequestFailed,
     ServeFailed,
@@ -50,6 +51,9 @@ _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 _ERRORS = re.compile(r'<p class="error" id="(?:f-([^"]*)-error|form-error)"[^>]*>([^<]*)</p>')
 """What the test client declares: form answers and the Tasks extension."""
 _INVALID_PARAMS = -32602
+_NOT_AUTHORIZED = "Not authorized to use this tool"
+"""What the server says on every path when a tool's ``authorize=`` check refuses."""
+_NOT_ALLOWED_PAGE = "You are not allowed to answer this task any more."
 _NUMBERS = re.compile(r" ?\([0-9.e+-]+(/[0-9.e+-]+)?\)$")
 _LOG_TAIL = 6000
 
@@ -137,6 +141,7 @@ class Served:
 
         Raises:
             AnswerRejected: the page refused the answer (each field's error in words).
+            NotAuthorized: the tool's check refuses the signed-in person's answer (403).
             RequestFailed: the page did not open or answer (e.g. the question is closed).
         """
         opened = await self._http.get(link)
@@ -159,6 +164,8 @@ class Served:
                 for field, error in _ERRORS.findall(sent.text)
             )
             raise AnswerRejected(f"the page refused the answer: {said}")
+        if sent.status_code == 403 and _NOT_ALLOWED_PAGE in sent.text:
+            raise NotAuthorized(f"the page refused the answer: {_NOT_ALLOWED_PAGE}")
         if sent.status_code != 303:
             raise RequestFailed("answer page", sent.status_code, f"HTTP {sent.status_code}: {link}")
 
@@ -260,6 +267,8 @@ class ServedTask(Task):
                 "tasks/update", {"taskId": self.task_id, "inputResponses": {key: dict(answer)}}
             )
         except RequestFailed as exc:
+            if exc.code == _INVALID_PARAMS and exc.error_message == _NOT_AUTHORIZED:
+                raise NotAuthorized(f"task {self.task_id} ({self.tool}): {exc.error_message}") from None
             if exc.code == _INVALID_PARAMS:
                 raise AnswerRejected(f"task {self.task_id} ({self.tool}): {exc.error_message}") from None
             raise

@@ -1,9 +1,11 @@
-"""The helpdesk example: three quick tools and one long tool over one ticket store. API process.
+"""The helpdesk example: three quick tools and three long tools over one ticket store. API process.
 
 ``create_ticket`` and ``get_ticket`` answer at once. ``close_ticket`` asks why (MRTR) and closes
 only on the answer round, after checking the ticket again: it may have been closed meanwhile.
 ``bulk_close_tickets`` is a long tool (``longtools/workflows/helpdesk.py``): it asks once, then closes each
-ticket in its own activity. The store is ``<data_dir>/helpdesk.sqlite3``, shared with the worker.
+ticket in its own activity. ``connect_mailbox`` asks a person for a secret; ``delete_customer``
+waits for two leads to approve (``longtools/workflows/customers.py``). The store is
+``<data_dir>/helpdesk.sqlite3``, shared with the worker.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from pydantic.alias_generators import to_camel
 
 from longtools._settings import Settings
 from longtools.activities.helpdesk import CloseReason, HelpdeskActivities, HistoryEntry, Ticket, TicketStore
+from longtools.decisions import parse_groups
 from longtools.tools._registry import Registry, ToolError, ToolReturn
 from longtools.tools._round import Round
 from longtools.workflows._inputs import elicit
+from longtools.workflows.customers import DeleteCustomer, DeleteCustomerInput, DeleteCustomerOutput
 from longtools.workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
 from longtools.workflows.mailbox import ConnectMailbox, ConnectMailboxInput, ConnectMailboxOutput
 
@@ -157,8 +161,31 @@ def register_helpdesk(registry: Registry, settings: Settings) -> None:
         title="Connect a support mailbox",
         asks_person=True,
     )
-    acts = HelpdeskActivities(store, settings.helpdesk_work_s)
-    registry.add_activities(acts.open_tickets, acts.close_ticket, acts.connect_mailbox)
+    registry.long_tool(
+        "delete_customer",
+        workflow=DeleteCustomer,
+        input=DeleteCustomerInput,
+        output=DeleteCustomerOutput,
+        task_support="optional",
+        title="Delete a customer's tickets",
+        asks_person=True,
+        annotations=ToolAnnotations(destructive_hint=True),
+    )
+    acts = HelpdeskActivities(
+        store,
+        settings.helpdesk_work_s,
+        approval_s=settings.helpdesk_approval_s,
+        groups=parse_groups(settings.groups or ""),
+        groups_claimed=settings.groups_claim is not None,
+    )
+    registry.add_activities(
+        acts.open_tickets,
+        acts.close_ticket,
+        acts.connect_mailbox,
+        acts.approval_policy,
+        acts.customer_tickets,
+        acts.delete_ticket,
+    )
 
 
 def _already_closed(ticket: Ticket) -> str:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any, NoReturn, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
@@ -44,6 +46,18 @@ with workflow.unsafe.imports_passed_through():
         ListRootsResult,
     )
 
+    from longtools.decisions._deciding import Deciding, with_decision
+    from longtools.decisions._decision import (
+        Approved,
+        Decision,
+        DecisionState,
+        Expired,
+        Rejected,
+        Stamp,
+    )
+    from longtools.decisions._ledger import digest_of
+    from longtools.decisions._recording import DECIDERS_ATTRIBUTE, Recorder, recorder
+    from longtools.decisions._rules import Approvers
     from longtools.workflows._inputs import (
         AnsweredBy,
         Elicited,
@@ -53,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         Reask,
         elicit,
         free_text,
+        marking_of,
         parse_answer,
         reasked,
     )
@@ -120,6 +135,8 @@ class _Conversation:
         """Keys asked again under a new key, because their answer did not parse."""
         self.spoken: dict[str, str] = {}
         """When a host last spoke of each question (``Published.spoken``)."""
+        self.deciding: dict[str, Deciding[Any]] = {}
+        """Open decisions by their question's key: their answers are votes (``decide``)."""
         self.message: str | None = None
         self.progress: float | None = None
         self.total: float | None = None
@@ -131,11 +148,17 @@ class _Conversation:
         self.answered_bytes += len(json.dumps(responses, separators=(",", ":")))
         reasked = False
         for key, response in responses.items():
+            deciding = self.deciding.get(key)
+            if deciding is not None:
+                if isinstance(response, Mapping):
+                    deciding.take(response, recorder())
+                continue
             request = self.pending.get(key)
             if request is None or key in self.answers:
                 continue  # unknown or already answered: ignored, as the spec asks
             try:
                 self.answers[key] = parse_answer(request.method, response)
+                _record_answer(key, request, response)
             except ValidationError:
                 # The API checks shapes first, so only a mismatch between its version and this one
                 # gets here. Asked again under a new key: the client sees a question, not a hang.
@@ -305,6 +328,8 @@ async def ask(request: InputRequest | Mapping[str, InputRequest]) -> InputRespon
         return sum(conversation.current(key) in conversation.answers for key in keys.values())
 
     conversation.publish()
+    ledger = recorder()
+    await ledger.flush()
     answered = 0
     while answered < len(keys):
 
@@ -323,15 +348,80 @@ async def ask(request: InputRequest | Mapping[str, InputRequest]) -> InputRespon
     return responses if isinstance(request, Mapping) else responses["input"]
 
 
+def _record_answer(key: str, request: InputRequest, response: Any) -> None:
+    """An answer in the ledger: who gave it and how (the API's stamp), and its digest (none for a
+    secret: a digest of a short secret can be guessed back)."""
+    wire = dict(response) if isinstance(response, Mapping) else {}
+    stamp = Stamp.of(wire)
+    secret = marking_of(request.model_dump(mode="json", by_alias=True)).sensitive
+    data: dict[str, Any] = {
+        "question": key,
+        "by": None if stamp is None else stamp.principal,
+        "via": None if stamp is None else stamp.via,
+        "action": wire.get("action"),
+        "proposal": None if stamp is None else stamp.digest,
+    }
+    if not secret:
+        data["answer"] = digest_of({name: value for name, value in wire.items() if name != "_meta"})
+    recorder().append("answer", data)
+
+
+@overload
 async def ask_form(
-    message: str, model: type[M], *, by: AnsweredBy = "client", sensitive: bool = False
-) -> Elicited[M]:
+    message: str,
+    model: type[M],
+    *,
+    by: AnsweredBy = "client",
+    sensitive: bool = False,
+    summary: str | None = None,
+) -> Elicited[M]: ...
+@overload
+async def ask_form(
+    message: str,
+    model: type[M],
+    *,
+    by: Approvers,
+    timeout: timedelta | None = None,  # noqa: ASYNC109  a durable deadline, not the caller's wait
+    summary: str | None = None,
+) -> Decision[M]: ...
+@overload
+async def ask_form(
+    message: str,
+    model: type[M],
+    *,
+    by: AnsweredBy | Approvers = "person",
+    timeout: timedelta,  # noqa: ASYNC109  a durable deadline, not the caller's wait
+    summary: str | None = None,
+) -> Decision[M]: ...
+
+
+async def ask_form(
+    message: str,
+    model: type[M],
+    *,
+    by: AnsweredBy | Approvers = "client",
+    sensitive: bool = False,
+    timeout: timedelta | None = None,  # noqa: ASYNC109  the question's deadline (a durable timer)
+    summary: str | None = None,
+) -> Elicited[M] | Decision[M]:
     """Ask for a form built from ``model`` and return the answer validated against it.
 
     ``by="person"``: a person must answer (an approval a model may not give); ``sensitive=True``:
-    a secret, answered only on the answer page (see :func:`longtools.elicit`).
+    a secret, answered only on the answer page (see :func:`longtools.elicit`). A person's question
+    shows the proposal (what will happen: the tool, its arguments, who asked, and ``summary``).
+
+    ``by=Approvers(...)``, or a ``timeout``: a decision (``longtools.decisions``), which returns
+    ``Approved``, ``Rejected`` or ``Expired``, each of which the workflow must handle.
     """
+    if isinstance(by, Approvers) or timeout is not None:
+        if by == "client" or sensitive:
+            raise ValueError(
+                "ask_form(timeout=...) is for a person's decision: by='person' or by=Approvers(...)"
+            )
+        return await _decide(message, model, None if by == "person" else by, timeout, summary)
     first = elicit(message, model, by=by, sensitive=sensitive)
+    if by == "person" or sensitive:
+        first = with_decision(first, DecisionState(proposal=recorder().proposal(summary)))
     asking = first
     while True:
         answer = await ask(asking)
@@ -356,6 +446,90 @@ async def ask_form(
                 for error in reask.errors
             )[:500]
             asking = reasked(first, reask, f"That answer was not valid: {said}. {message}")
+
+
+async def _decide(
+    message: str, model: type[M], rule: Approvers | None, within: timedelta | None, summary: str | None
+) -> Decision[M]:
+    """Ask a person's question as a decision and wait, durably, until it is met, refused or past its
+    deadline. Its votes arrive as answers (``_Conversation.receive``); its state is in the question."""
+    conversation = _conversation()
+    ledger = recorder()
+    now = workflow.now()
+    deadline = None if within is None else now + within
+    escalate_at = None if rule is None or rule.escalate is None else now + rule.escalate.after
+    state = DecisionState(
+        proposal=ledger.proposal(summary),
+        rule=rule,
+        deadline=None if deadline is None else deadline.isoformat(),
+    )
+    key = conversation.fresh_key("approval")
+    deciding = Deciding(key, state, model)
+    base = elicit(message, model, by="person")
+    conversation.deciding[key] = deciding
+    conversation.names[key] = "approval"
+    conversation.pending[key] = with_decision(base, state)
+    ledger.append(
+        "question",
+        {
+            "question": key,
+            "proposal": state.digest,
+            "rule": None if rule is None else rule.wire(),
+            "deadline": state.deadline,
+        },
+    )
+    conversation.publish()
+    await _tag_deciders(ledger, state)
+    while deciding.state.outcome is None:
+        due = [at for at in (deadline, escalate_at) if at is not None]
+        left = (min(due) - workflow.now()) if due else None
+        try:
+            if left is None or left > timedelta(0):
+                await workflow.wait_condition(lambda: deciding.changed, timeout=left)
+        except TimeoutError:
+            pass
+        if deciding.changed:
+            deciding.changed = False
+        elif escalate_at is not None and workflow.now() >= escalate_at:
+            escalate_at = None
+            deciding.state = replace(deciding.state, escalated_at=workflow.now().isoformat())
+            widened = [] if rule is None or rule.escalate is None else list(rule.escalate.groups)
+            ledger.append("escalated", {"question": key, "groups": widened})
+        elif deadline is not None and workflow.now() >= deadline:
+            ended = "escalated" if deciding.state.escalated_at else "expired"
+            deciding.state = replace(
+                deciding.state, outcome="escalated" if ended == "escalated" else "expired"
+            )
+        conversation.pending[key] = with_decision(base, deciding.state)
+        conversation.publish()
+        await ledger.flush()
+    del conversation.deciding[key], conversation.pending[key]
+    conversation.publish()
+    final = deciding.state
+    ledger.append("decided", {"question": key, "outcome": final.outcome, "proposal": final.digest})
+    ledger.outcome = None if final.outcome == "approved" else final.outcome
+    if ledger.enabled:
+        workflow.upsert_search_attributes([DECIDERS_ATTRIBUTE.value_unset()])
+    await ledger.flush()
+    if final.outcome == "approved" and deciding.content is not None:
+        return Approved(content=deciding.content, votes=final.votes, digest=final.digest)
+    if final.outcome == "rejected":
+        return Rejected(by=final.by or "", digest=final.digest)
+    return Expired(escalated=final.outcome == "escalated", votes=final.votes)
+
+
+async def _tag_deciders(ledger: Recorder, state: DecisionState) -> None:
+    """Make the task findable by everyone its question waits for (``/decisions``)."""
+    if not ledger.enabled:
+        return
+    rule = state.rule
+    names = {f"p:{state.proposal.requester}"}
+    if rule is not None:
+        names |= {f"p:{name}" for name in rule.principals} | {f"g:{group}" for group in rule.groups}
+        if rule.escalate is not None:
+            names |= {f"g:{group}" for group in rule.escalate.groups}
+    tags = await ledger.flush(sorted(names))
+    workflow.upsert_search_attributes([DECIDERS_ATTRIBUTE.value_set(tags)])
 
 
 def _reask(

@@ -9,6 +9,7 @@ error, and so does any other failure (a terminated workflow, an activity out of 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Literal
 
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory, CancelledError, FailureError
@@ -38,6 +39,21 @@ class ProtocolError(ApplicationError):
             message, code, type=PROTOCOL_ERROR, non_retryable=True, category=ApplicationErrorCategory.BENIGN
         )
         self.code = code
+
+
+def run_ending(exc: BaseException) -> TaskEnd | None:
+    """How the task ends when its workflow's run raises ``exc``, or None if it goes on.
+
+    The SDK turns a cancel into a cancelled workflow and any FailureError or TimeoutError into a
+    failed one (a ToolError failure is a *completed* task with ``isError``).
+    Any other exception is a bug that fails only the workflow task: Temporal retries it and the
+    task continues once fixed code runs, so it is not an end.
+    """
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"  # a requested cancel, or one raised by hand: both read as cancelled
+    if not isinstance(exc, FailureError | TimeoutError):
+        return None
+    return task_ending(exc)[0]
 
 
 def task_ending(failure: BaseException | None) -> tuple[TaskEnd, ApplicationError | None]:

@@ -157,8 +157,9 @@ def _elicitation(
     by: AnsweredBy,
     sensitive: bool,
     reask: Reask | None = None,
+    kept: Mapping[str, Any] | None = None,
 ) -> ElicitRequest:
-    meta: dict[str, Any] = {}
+    meta: dict[str, Any] = dict(kept or {})
     if by == "person" or sensitive:
         meta[ANSWER_META] = {"by": "person", **({"sensitive": True} if sensitive else {})}
     if reask is not None:
@@ -175,7 +176,13 @@ def reasked(request: ElicitRequest, reask: Reask, message: str) -> ElicitRequest
     assert isinstance(params, ElicitRequestFormParams)
     marking = marking_of({"params": params.model_dump(by_alias=True)})
     by: AnsweredBy = "person" if marking.person else "client"
-    return _elicitation(message, params.requested_schema, by=by, sensitive=marking.sensitive, reask=reask)
+    # What else the question carries (its proposal, longtools.decisions) is asked again with it.
+    kept = {
+        name: value for name, value in (params.meta or {}).items() if name not in (ANSWER_META, REASK_META)
+    }
+    return _elicitation(
+        message, params.requested_schema, by=by, sensitive=marking.sensitive, reask=reask, kept=kept
+    )
 
 
 _FORMS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()

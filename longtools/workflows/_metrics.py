@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import FailureError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -24,13 +23,16 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from longtools.workflows._errors import TaskEnd, task_ending
+from longtools.workflows._errors import run_ending
 
 __all__ = [
     "CARRIED_MEMO",
+    "CREATED_MEMO",
     "FIRST_INPUT",
+    "OWNER_MEMO",
     "TASKS_FINISHED",
     "TASK_DURATION",
+    "TITLE_MEMO",
     "TOOL_MEMO",
     "TaskMetricsInterceptor",
     "first_input_requested",
@@ -39,6 +41,12 @@ __all__ = [
 
 TOOL_MEMO = "longtools.tool"
 """Memo key naming the task's tool; the API sets it when it starts the workflow (``longtools.tasks``)."""
+OWNER_MEMO = "longtools.owner"
+"""Memo key of the principal who started the task (the API sets it; only they may read the task)."""
+CREATED_MEMO = "longtools.created_at"
+"""Memo key of when the API created the task (ISO 8601): what ``createdAt`` shows, on every replica."""
+TITLE_MEMO = "longtools.title"
+"""Memo key of the tool's title at the task's start, for the proposal people decide on."""
 CARRIED_MEMO = "longtools.carried"
 """Memo key of what a task carries into the next run when its workflow continues as new
 (``longtools/workflows/_ask.py``): its first run's start, the question keys it used, its progress."""
@@ -97,7 +105,7 @@ def _record_end(exc: BaseException | None) -> None:
         return  # the meter would drop it anyway; an eviction counts as replaying too
     try:
         tool = _tool()
-        ended = "completed" if exc is None else _status(exc)
+        ended = "completed" if exc is None else run_ending(exc)
         if tool is None or ended is None:
             return
         meter = workflow.metric_meter()
@@ -113,21 +121,6 @@ def _not_recorded() -> None:
     # Deny-on-error boundary: metrics never change how a task runs. Raised from workflow code, an
     # exception would fail the workflow task, which Temporal retries forever: the task would stall.
     workflow.logger.exception("longtools task metric not recorded")
-
-
-def _status(exc: BaseException) -> TaskEnd | None:
-    """How the task ends, as ``tasks/get`` reports it (``longtools.tasks``), or None if it goes on.
-
-    The SDK turns a cancel into a cancelled workflow and any FailureError or TimeoutError into a
-    failed one (a ToolError failure is a *completed* task with ``isError``).
-    Any other exception is a bug that fails only the workflow task: Temporal retries it and the
-    task continues once fixed code runs, so it is not an end.
-    """
-    if isinstance(exc, asyncio.CancelledError):
-        return "cancelled"  # a requested cancel, or one raised by hand: both read as cancelled
-    if not isinstance(exc, FailureError | TimeoutError):
-        return None
-    return task_ending(exc)[0]
 
 
 def _tool() -> str | None:

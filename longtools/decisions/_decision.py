@@ -1,0 +1,316 @@
+"""A decision as a question carries it: the proposal, its digest, the rule, the deadline, the votes
+so far; and what the workflow gets back. Pure data, shared by workflows, the API and the pages.
+
+Everything a person decides on travels in the question's ``params._meta`` under
+:data:`DECISION_META`, which the workflow writes and nobody else: the API and the pages read it
+from the task's memo (any replica, no worker needed), and show it as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Final, Generic, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from longtools.decisions._ledger import canonical
+from longtools.decisions._rules import Approvers, Voter, name_of
+
+__all__ = [
+    "ANSWERED_META",
+    "DECISION_META",
+    "EXIT_STATES",
+    "REDACTED",
+    "Approved",
+    "Ballot",
+    "Decision",
+    "DecisionState",
+    "ExitState",
+    "Expired",
+    "Proposal",
+    "Rejected",
+    "Stamp",
+    "decision_of",
+    "redacted",
+]
+
+DECISION_META: Final = "longtools.dev/decision"
+"""``_meta`` key of a person's question: :class:`DecisionState` as wire JSON."""
+ANSWERED_META: Final = "longtools.dev/answered"
+"""``_meta`` key the API puts on every answer it delivers (:class:`Stamp`): who answered, how, on
+which proposal. The API writes it over anything a client sent under that key."""
+REDACTED: Final = "[redacted]"
+
+ExitState = Literal["completed", "rejected", "expired", "cancelled", "escalated", "failed"]
+"""How a task's approval ended: approved and ``completed``; ``rejected`` by a refusal; ``expired``
+at its deadline; ``escalated`` at its deadline after an escalation; ``cancelled``; or ``failed``
+(the task failed, before or after the decision)."""
+EXIT_STATES: Final[tuple[ExitState, ...]] = (
+    "completed",
+    "rejected",
+    "expired",
+    "cancelled",
+    "escalated",
+    "failed",
+)
+
+Via = Literal["page", "form", "model", "pushed"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def redacted(model: BaseModel) -> dict[str, Any]:
+    """``model`` as the call gave it (wire names, JSON values), with every field its author marked
+    sensitive (``Field(json_schema_extra={"sensitive": True})``) shown as :data:`REDACTED`."""
+    shown = model.model_dump(mode="json", by_alias=True)
+    for name, info in type(model).model_fields.items():
+        extra = info.json_schema_extra
+        if isinstance(extra, Mapping) and extra.get("sensitive") is True:
+            shown[info.alias or name] = REDACTED
+    return shown
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What exactly will happen if the decision is yes: the one version people decide on."""
+
+    tool: str
+    title: str
+    arguments: Mapping[str, Any]
+    """As the call gave them, sensitive fields redacted."""
+    requester: str
+    """The principal who started the task."""
+    started_at: str
+    """ISO 8601."""
+    summary: str | None = None
+    """The workflow's own words on what will happen (the tickets that will close, say)."""
+
+    def wire(self) -> dict[str, Any]:
+        body = {
+            "tool": self.tool,
+            "title": self.title,
+            "arguments": dict(self.arguments),
+            "requester": self.requester,
+            "startedAt": self.started_at,
+        }
+        if self.summary is not None:
+            body["summary"] = self.summary
+        return body
+
+    @classmethod
+    def from_wire(cls, body: Mapping[str, Any]) -> Proposal:
+        arguments = body.get("arguments")
+        summary = body.get("summary")
+        return cls(
+            tool=str(body.get("tool", "")),
+            title=str(body.get("title", "")),
+            arguments=dict(arguments) if isinstance(arguments, Mapping) else {},
+            requester=str(body.get("requester", "")),
+            started_at=str(body.get("startedAt", "")),
+            summary=None if summary is None else str(summary),
+        )
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex) of the proposal's canonical JSON: what a vote is cast on."""
+        return hashlib.sha256(b"longtools proposal\n" + canonical(self.wire())).hexdigest()
+
+    @property
+    def fingerprint(self) -> str:
+        """The digest's first 16 hex digits in groups of four, for people to compare by eye."""
+        head = self.digest[:16]
+        return " ".join(head[i : i + 4] for i in range(0, 16, 4))
+
+
+@dataclass(frozen=True)
+class Ballot:
+    """One vote counted on a question (a refusal ends it, so only approvals are listed)."""
+
+    principal: str
+    at: str
+    """ISO 8601, workflow time."""
+
+    @property
+    def name(self) -> str:
+        return name_of(self.principal)
+
+    def wire(self) -> dict[str, Any]:
+        return {"principal": self.principal, "name": self.name, "at": self.at}
+
+
+@dataclass(frozen=True)
+class DecisionState:
+    """A person's question's decision so far (under :data:`DECISION_META`)."""
+
+    proposal: Proposal
+    rule: Approvers | None = None
+    """None: the requester decides (``by="person"``)."""
+    deadline: str | None = None
+    """ISO 8601, or None: it waits for as long as the task lives."""
+    escalated_at: str | None = None
+    votes: tuple[Ballot, ...] = ()
+    outcome: Literal["approved", "rejected", "expired", "escalated"] | None = None
+    by: str | None = None
+    """Who refused, for a rejected question."""
+
+    @property
+    def digest(self) -> str:
+        return self.proposal.digest
+
+    @property
+    def needed(self) -> int:
+        return 1 if self.rule is None else self.rule.quorum
+
+    def admits(self, voter: Voter) -> bool:
+        """Whether ``voter`` may vote now (decided questions take no vote)."""
+        if self.outcome is not None or any(vote.principal == voter.principal for vote in self.votes):
+            return False
+        if self.rule is None:
+            return voter.principal == self.proposal.requester
+        return self.rule.admits(voter, self.proposal.requester, escalated=self.escalated_at is not None)
+
+    def voted(self, principal: str) -> bool:
+        return any(vote.principal == principal for vote in self.votes)
+
+    def with_vote(self, ballot: Ballot) -> DecisionState:
+        votes = (*self.votes, ballot)
+        return replace(self, votes=votes, outcome="approved" if len(votes) >= self.needed else None)
+
+    def wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "proposal": self.proposal.wire(),
+            "digest": self.digest,
+            "fingerprint": self.proposal.fingerprint,
+            "rule": None if self.rule is None else self.rule.wire(),
+            "needed": self.needed,
+            "votes": [vote.wire() for vote in self.votes],
+        }
+        for name, value in (
+            ("deadline", self.deadline),
+            ("escalatedAt", self.escalated_at),
+            ("outcome", self.outcome),
+            ("by", self.by),
+        ):
+            if value is not None:
+                body[name] = value
+        return body
+
+    @classmethod
+    def from_wire(cls, body: Mapping[str, Any]) -> DecisionState:
+        rule = body.get("rule")
+        outcome = body.get("outcome")
+        return cls(
+            proposal=Proposal.from_wire(body.get("proposal") or {}),
+            rule=Approvers.from_wire(rule) if isinstance(rule, Mapping) else None,
+            deadline=body.get("deadline"),
+            escalated_at=body.get("escalatedAt"),
+            votes=tuple(
+                Ballot(principal=str(vote.get("principal", "")), at=str(vote.get("at", "")))
+                for vote in body.get("votes") or ()
+                if isinstance(vote, Mapping)
+            ),
+            outcome=outcome if outcome in ("approved", "rejected", "expired", "escalated") else None,
+            by=body.get("by"),
+        )
+
+    def said(self) -> str:
+        """The decision so far in words, for ``statusMessage`` and the pages."""
+        if self.outcome == "rejected":
+            return f"Rejected by {name_of(self.by or '')}"
+        if self.outcome in ("expired", "escalated"):
+            return "Expired: no decision before the deadline" + (
+                " (escalated)" if self.outcome == "escalated" else ""
+            )
+        votes = ", ".join(f"{vote.name} {_clock(vote.at)}" for vote in self.votes)
+        who = "the requester" if self.rule is None else _rule_words(self.rule, self.escalated_at is not None)
+        said = f"{len(self.votes)} of {self.needed} approval{'s' if self.needed != 1 else ''}"
+        said += f": {votes}" if votes else ""
+        return f"{said}; waiting for {who}" if self.outcome is None else said
+
+
+def _rule_words(rule: Approvers, escalated: bool) -> str:
+    names = [*rule.principals, *(f"group {group}" for group in rule.groups)]
+    if escalated and rule.escalate is not None:
+        names += [f"group {group}" for group in rule.escalate.groups]
+    said = " or ".join(names)
+    return said + (", not the requester" if rule.exclude_requester else "")
+
+
+def _clock(at: str) -> str:
+    try:
+        return datetime.fromisoformat(at).strftime("%H:%M")
+    except ValueError:
+        return at
+
+
+def decision_of(question: Mapping[str, Any]) -> DecisionState | None:
+    """The decision a question (as wire JSON) carries, if it is a person's question."""
+    params = question.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    found = meta.get(DECISION_META) if isinstance(meta, Mapping) else None
+    return DecisionState.from_wire(found) if isinstance(found, Mapping) else None
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Who gave an answer, and how, as the API delivers it (under :data:`ANSWERED_META`)."""
+
+    principal: str
+    via: Via
+    groups: frozenset[str] = frozenset()
+    digest: str | None = None
+    """The proposal digest the person saw when they answered (a person's question only)."""
+
+    def wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"principal": self.principal, "via": self.via, "groups": sorted(self.groups)}
+        if self.digest is not None:
+            body["digest"] = self.digest
+        return body
+
+    @classmethod
+    def of(cls, answer: Mapping[str, Any]) -> Stamp | None:
+        meta = answer.get("_meta")
+        body = meta.get(ANSWERED_META) if isinstance(meta, Mapping) else None
+        if not isinstance(body, Mapping) or not isinstance(body.get("principal"), str):
+            return None
+        via = body.get("via")
+        digest = body.get("digest")
+        return cls(
+            principal=body["principal"],
+            via=via if via in ("page", "form", "model", "pushed") else "form",
+            groups=frozenset(str(group) for group in body.get("groups") or ()),
+            digest=digest if isinstance(digest, str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class Approved(Generic[M]):
+    """The rule was met: ``content`` is the form as the approval that met it filled it in."""
+
+    content: M
+    votes: tuple[Ballot, ...]
+    digest: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Someone the rule admits refused (one refusal is enough)."""
+
+    by: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class Expired:
+    """The deadline passed with the rule not met: nothing may happen. ``escalated``: it had been."""
+
+    escalated: bool = False
+    votes: tuple[Ballot, ...] = field(default=())
+
+
+Decision = Approved[M] | Rejected | Expired
+"""What ``ask_form(..., by=Approvers(...))`` or ``ask_form(..., timeout=...)`` returns: a workflow
+handles each (there is no default approval)."""

@@ -1,0 +1,69 @@
+"""The ledger read back from Temporal, and the questions a person may decide found. API process.
+
+A task's ledger is the results of its signing activity (``_recording``), which its history keeps
+as local-activity markers: read from the first run of the task through each continue-as-new, in
+order, with no worker running.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any, Final
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from longtools.decisions._ledger import LedgerKeys
+from longtools.decisions._recording import LEDGER_ACTIVITY, LedgerSigned
+from longtools.decisions._rules import Voter, names_of
+
+__all__ = ["decider_names", "decider_tags", "read_ledger"]
+
+_MARKER: Final = "core_local_activity"
+"""The marker Temporal's SDK core records a local activity's result in: details ``data`` (what ran,
+as JSON) and ``result`` (the result's payloads, through the data converter and its codec)."""
+
+
+async def read_ledger(
+    client: Client, task_id: str, run_id: str, *, rpc_timeout: timedelta
+) -> list[dict[str, Any]]:
+    """Every signed entry of the task whose first run is ``run_id``, in order."""
+    entries: dict[int, dict[str, Any]] = {}
+    run: str | None = run_id
+    while run:
+        handle = client.get_workflow_handle(task_id, run_id=run)
+        run = None
+        async for event in handle.fetch_history_events(rpc_timeout=rpc_timeout):
+            if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                marker = event.marker_recorded_event_attributes
+                data = marker.details.get("data")
+                if marker.marker_name != _MARKER or data is None or not data.payloads:
+                    continue
+                try:
+                    ran = json.loads(data.payloads[0].data)
+                except ValueError:
+                    continue
+                if not isinstance(ran, dict) or ran.get("activity_type") != LEDGER_ACTIVITY:
+                    continue
+                [signed] = await client.data_converter.decode(
+                    marker.details["result"].payloads, [LedgerSigned]
+                )
+                for entry in signed.entries:
+                    entries.setdefault(int(entry["seq"]), entry)
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                run = event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return [entries[seq] for seq in sorted(entries)]
+
+
+def decider_names(voter: Voter) -> list[str]:
+    """What a task that waits on ``voter`` is tagged by: their names and groups (``_recording``)."""
+    return sorted(
+        {*(f"p:{name}" for name in names_of(voter.principal)), *(f"g:{group}" for group in voter.groups)}
+    )
+
+
+def decider_tags(keys: LedgerKeys, names: Iterable[str]) -> list[str]:
+    """The tags of ``names`` under every key of the ring (a task tagged before a rotation is found)."""
+    return sorted({tag for name in names for tag in keys.tag(name)})

@@ -1,0 +1,262 @@
+"""The ledger as a task's workflow keeps it: entries appended as things happen, signed in batches.
+Workflow code (Temporal's sandbox): deterministic, no I/O, no keys.
+
+Each longtools task's workflow chains its entries (``_ledger.chain``) as they happen: its intent at
+the start, each question, vote, answer and escalation, each activity's outcome (an effect) and its
+end. Whenever it is about to wait, and at its end, it hands the entries not yet signed to one local
+activity (:data:`LEDGER_ACTIVITY`, run by the worker, which holds the ledger keys). Temporal keeps
+that activity's result, the signed entries, in the task's history: a replayed workflow gets the
+same entries back without signing again, and the API reads the ledger from that history, with no
+worker running (``longtools.decisions.read_ledger``).
+
+New behaviour of every task, so it is behind ``workflow.patched``: a task that started on older
+code replays as it ran, and keeps no ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, timedelta
+from typing import Any, Final, NoReturn
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.worker import (
+    ContinueAsNewInput,
+    ExecuteWorkflowInput,
+    Interceptor,
+    StartActivityInput,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+)
+
+from longtools.decisions._decision import ExitState, Proposal, redacted
+from longtools.decisions._ledger import EntryKind, chain, digest_of
+from longtools.workflows._errors import run_ending
+from longtools.workflows._metrics import CREATED_MEMO, OWNER_MEMO, TITLE_MEMO, TOOL_MEMO
+
+__all__ = [
+    "DECIDERS_ATTRIBUTE",
+    "EXIT_MEMO",
+    "LEDGER_ACTIVITY",
+    "LedgerBatch",
+    "LedgerSigned",
+    "RecordLedger",
+    "Recorder",
+    "recorder",
+]
+
+LEDGER_ACTIVITY: Final = "longtools.ledger"
+"""The local activity that signs a batch of entries (``longtools.decisions.signing_activity``)."""
+EXIT_MEMO: Final = "longtools.exit"
+"""Memo key of the task's exit state (``ExitState``), set as it ends: shown with no history read."""
+DECIDERS_ATTRIBUTE: Final = SearchAttributeKey.for_keyword_list("LongtoolsDeciders")
+"""The keyed tags (``LedgerKeys.tag``) of everyone a task's open question waits for: what
+``/decisions`` finds a person's questions by. Empty once nothing waits."""
+_PATCH: Final = "longtools.ledger"
+_CARRIED: Final = "longtools.ledger-carried"
+_SIGN_TIMEOUT: Final = timedelta(seconds=10)
+_SIGN_RETRY: Final = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+)
+_BATCH: Final = 64
+"""Entries signed together at most: a long run of steps with no wait between (5,000 activities)
+signs as it goes, in results Temporal takes (one batch of everything outgrew a payload's limit)."""
+
+
+class LedgerBatch(BaseModel):
+    """Entries to sign, and names to tag (``p:<principal or name>``, ``g:<group>``)."""
+
+    entries: list[dict[str, Any]]
+    tags: list[str] = []
+
+
+class LedgerSigned(BaseModel):
+    """The batch's entries, signed (``LedgerKeys.sign``), and the names' tags in the same order."""
+
+    entries: list[dict[str, Any]]
+    tags: list[str] = []
+
+
+class Recorder:
+    """One workflow run's ledger: the chain's head and the entries not yet signed."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.seq = 0
+        self.head = ""
+        self.pending: list[dict[str, Any]] = []
+        self.signing: list[list[dict[str, Any]]] = []
+        """Batches handed to the signing activity that it has not returned yet."""
+        self.background: list[asyncio.Task[list[str]]] = []
+        self.arguments: dict[str, Any] = {}
+        """The task's arguments as the call gave them, sensitive fields redacted (for proposals)."""
+        self.outcome: ExitState | None = None
+        """How the last decision ended, if it did not end in approval: the task's exit state then."""
+
+    def append(self, kind: EntryKind, data: Mapping[str, Any]) -> None:
+        if not self.enabled:
+            return
+        at = workflow.now().astimezone(UTC).isoformat().replace("+00:00", "Z")
+        entry = chain(workflow.info().workflow_id, self.seq, at, kind, data, self.head)
+        self.seq, self.head = self.seq + 1, entry["hash"]
+        self.pending.append(entry)
+        if len(self.pending) >= _BATCH:
+            self.background.append(asyncio.create_task(self.flush()))
+
+    async def flush(self, tags: list[str] | None = None) -> list[str]:
+        """Sign what is pending (and tag ``tags``); returns the tags. Nothing to do: no activity."""
+        if not self.enabled or not (self.pending or tags):
+            return []
+        entries, self.pending = self.pending, []  # entries appended meanwhile go into the next batch
+        self.signing.append(entries)
+        signed = await workflow.execute_local_activity(
+            LEDGER_ACTIVITY,
+            LedgerBatch(entries=entries, tags=tags or []),
+            result_type=LedgerSigned,
+            start_to_close_timeout=_SIGN_TIMEOUT,
+            retry_policy=_SIGN_RETRY,
+        )
+        self.signing.remove(entries)
+        return list(signed.tags)
+
+    async def settle(self) -> None:
+        """Sign everything pending, and wait for the batches being signed (before the run ends)."""
+        await self.flush()
+        while self.background:
+            await self.background.pop()
+
+    def proposal(self, summary: str | None) -> Proposal:
+        """What the task will do, as its question shows it (``longtools.decisions.Proposal``)."""
+        tool = str(workflow.memo_value(TOOL_MEMO, ""))
+        return Proposal(
+            tool=tool,
+            title=str(workflow.memo_value(TITLE_MEMO, tool)),
+            arguments=self.arguments,
+            requester=requester(),
+            started_at=str(
+                workflow.memo_value(CREATED_MEMO, workflow.info().workflow_start_time.isoformat())
+            ),
+            summary=summary,
+        )
+
+    def carried(self) -> dict[str, Any]:
+        # A batch still being signed is signed again by the next run: the reader keeps one per seq.
+        pending = [entry for batch in self.signing for entry in batch] + self.pending
+        return {"seq": self.seq, "head": self.head, "pending": pending, "arguments": self.arguments}
+
+    def resume(self, carried: Mapping[str, Any]) -> None:
+        self.seq = int(carried.get("seq") or 0)
+        self.head = str(carried.get("head") or "")
+        self.pending = list(carried.get("pending") or [])
+        arguments = carried.get("arguments")
+        self.arguments = dict(arguments) if isinstance(arguments, Mapping) else {}
+
+
+def _started() -> str:
+    started = workflow.memo_value(CREATED_MEMO, None)
+    return started if isinstance(started, str) else workflow.info().workflow_start_time.isoformat()
+
+
+def requester() -> str:
+    """The principal who started this task."""
+    return str(workflow.memo_value(OWNER_MEMO, ""))
+
+
+def recorder() -> Recorder:
+    """This run's ledger (a disabled one outside a longtools task, or on a task from older code)."""
+    found: Recorder | None = getattr(workflow.instance(), "_longtools_ledger", None)
+    if found is None:
+        found = Recorder(enabled=False)
+        workflow.instance()._longtools_ledger = found
+    return found
+
+
+class RecordLedger(Interceptor):
+    """Worker interceptor: every longtools task keeps its ledger (intent, effects, end)."""
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        return _Inbound
+
+
+class _Inbound(WorkflowInboundInterceptor):
+    def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+        super().init(_Outbound(outbound))
+
+    async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+        if workflow.memo_value(TOOL_MEMO, None) is None or not workflow.patched(_PATCH):
+            return await super().execute_workflow(input)
+        ledger = Recorder(enabled=True)
+        workflow.instance()._longtools_ledger = ledger
+        carried = workflow.memo_value(_CARRIED, None)
+        if isinstance(carried, Mapping):
+            ledger.resume(carried)  # a run after continue-as-new: the same ledger goes on
+        else:
+            args = input.args[0] if input.args else None
+            ledger.arguments = redacted(args) if isinstance(args, BaseModel) else {}
+            ledger.append(
+                "intent",
+                {
+                    "tool": str(workflow.memo_value(TOOL_MEMO, "")),
+                    "arguments": digest_of(ledger.arguments if isinstance(args, BaseModel) else args),
+                    "requester": requester(),
+                },
+            )
+        try:
+            result = await super().execute_workflow(input)
+        except (Exception, asyncio.CancelledError) as exc:
+            ended = run_ending(exc)
+            if ended is not None:
+                await _end(ledger, ended)
+            raise
+        await _end(ledger, "completed")
+        return result
+
+
+async def _end(ledger: Recorder, ended: str) -> None:
+    """Record the task's exit state: a decision that did not approve says how it ended, unless the
+    task was cancelled or failed after it; then sign what is left."""
+    state: ExitState = "cancelled" if ended == "cancelled" else "failed" if ended == "failed" else "completed"
+    if state == "completed" and ledger.outcome is not None:
+        state = ledger.outcome
+    ledger.append("end", {"exit": state})
+    workflow.upsert_memo({EXIT_MEMO: state})
+    await ledger.settle()
+
+
+class _Outbound(WorkflowOutboundInterceptor):
+    def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
+        handle = super().start_activity(input)
+        ledger = recorder()
+        if ledger.enabled:
+            activity = input.activity
+
+            def ended(done: asyncio.Future[Any]) -> None:
+                data: dict[str, Any] = {"activity": activity}
+                if done.cancelled():
+                    data["outcome"] = "cancelled"
+                elif done.exception() is not None:
+                    error = done.exception()
+                    cause = getattr(error, "cause", None)
+                    data["outcome"] = "cancelled" if isinstance(cause, asyncio.CancelledError) else "failed"
+                    data["error"] = type(cause or error).__name__
+                else:
+                    data["outcome"] = "completed"
+                    attempt = getattr(done.result(), "attempt", None)
+                    if isinstance(attempt, int):
+                        data["attempt"] = attempt
+                ledger.append("effect", data)
+
+            handle.add_done_callback(ended)
+        return handle
+
+    def continue_as_new(self, input: ContinueAsNewInput) -> NoReturn:
+        ledger = recorder()
+        if ledger.enabled:
+            input.memo = {**(input.memo or {}), _CARRIED: ledger.carried()}
+        super().continue_as_new(input)

@@ -1,0 +1,142 @@
+"""Who decides: approver rules, the groups people are in, and whether a rule admits a voter.
+
+Pure data and checks, used alike by workflows (in Temporal's sandbox: deterministic), the API and
+the pages. A rule names people and groups by the names an operator writes in its settings: a
+static token's name (``LONGTOOLS_AUTH_TOKENS``) or a JWT subject, or a whole principal
+(``token:alice``, ``jwt:<iss>|alice``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+__all__ = ["Approvers", "Escalation", "Voter", "name_of", "names_of", "parse_groups"]
+
+
+def name_of(principal: str) -> str:
+    """The name a person goes by in rules and on the pages: a static token's name, a JWT's
+    subject, or the principal as it is (``anonymous``)."""
+    if principal.startswith("token:"):
+        return principal.removeprefix("token:")
+    if principal.startswith("jwt:") and "|" in principal:
+        return principal.split("|", 1)[1]
+    return principal
+
+
+def names_of(principal: str) -> frozenset[str]:
+    """Every name a rule may use for ``principal``: the whole principal and its short name."""
+    return frozenset({principal, name_of(principal)})
+
+
+@dataclass(frozen=True)
+class Voter:
+    """Who votes, as the API authenticated them: a principal and the groups it is in now."""
+
+    principal: str
+    groups: frozenset[str] = frozenset()
+
+    @property
+    def name(self) -> str:
+        return name_of(self.principal)
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """After ``after`` with no decision, the rule admits ``groups`` too (the question's deadline
+    still stands). A question whose deadline passes once escalated ends ``escalated``."""
+
+    after: timedelta
+    groups: tuple[str, ...]
+
+    def wire(self) -> dict[str, Any]:
+        return {"afterSeconds": int(self.after.total_seconds()), "groups": list(self.groups)}
+
+
+@dataclass(frozen=True)
+class Approvers:
+    """A rule for who decides a question: ``quorum`` distinct approvals from the people named in
+    ``principals`` or in one of ``groups``; one refusal rejects.
+
+    ``exclude_requester``: the person who started the task may not vote (separation of duties),
+    even when a group of the rule has them. ``escalate``: widen the rule after a while.
+    """
+
+    principals: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    quorum: int = 1
+    exclude_requester: bool = False
+    escalate: Escalation | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.principals, str) or isinstance(self.groups, str):
+            raise TypeError("Approvers(principals=..., groups=...) take tuples of names, not one string")
+        object.__setattr__(self, "principals", tuple(self.principals))
+        object.__setattr__(self, "groups", tuple(self.groups))
+        if not self.principals and not self.groups:
+            raise ValueError("Approvers needs at least one principal or group")
+        if self.quorum < 1:
+            raise ValueError("Approvers(quorum=...) must be at least 1: there is no default approval")
+        if self.escalate is not None and not self.escalate.groups:
+            raise ValueError("Escalation needs at least one group")
+
+    def admits(self, voter: Voter, requester: str, *, escalated: bool = False) -> bool:
+        """Whether ``voter`` may vote on a question of ``requester``'s task under this rule."""
+        if self.exclude_requester and voter.principal == requester:
+            return False
+        groups = set(self.groups) | (set(self.escalate.groups) if escalated and self.escalate else set())
+        return bool(names_of(voter.principal) & set(self.principals)) or bool(voter.groups & groups)
+
+    def wire(self) -> dict[str, Any]:
+        """The rule as the question's ``_meta`` shows it (and the ledger keeps it)."""
+        body: dict[str, Any] = {
+            "principals": list(self.principals),
+            "groups": list(self.groups),
+            "quorum": self.quorum,
+            "excludeRequester": self.exclude_requester,
+        }
+        if self.escalate is not None:
+            body["escalate"] = self.escalate.wire()
+        return body
+
+    @classmethod
+    def from_wire(cls, body: Mapping[str, Any]) -> Approvers:
+        escalate = body.get("escalate")
+        return cls(
+            principals=tuple(str(name) for name in body.get("principals") or ()),
+            groups=tuple(str(name) for name in body.get("groups") or ()),
+            quorum=int(body.get("quorum") or 1),
+            exclude_requester=bool(body.get("excludeRequester")),
+            escalate=None
+            if not isinstance(escalate, Mapping)
+            else Escalation(
+                after=timedelta(seconds=int(escalate.get("afterSeconds") or 0)),
+                groups=tuple(str(name) for name in escalate.get("groups") or ()),
+            ),
+        )
+
+    def possible(self, known_groups: Iterable[str]) -> bool:
+        """Whether anyone could meet the rule with these groups configured (a rule of groups only,
+        none of which exists, can never be met)."""
+        return bool(self.principals) or bool(set(self.groups) & set(known_groups))
+
+
+def parse_groups(raw: str) -> dict[str, frozenset[str]]:
+    """``LONGTOOLS_GROUPS`` as ``{group: names}``: ``leads=alice,bob;ops=carol``.
+
+    Raises:
+        ValueError: an entry is not ``name=member,member`` (the message names the entry, by position).
+    """
+    groups: dict[str, set[str]] = {}
+    for index, entry in enumerate(part.strip() for part in raw.split(";")):
+        if not entry:
+            continue
+        group, sep, members = entry.partition("=")
+        group = group.strip()
+        names = {member.strip() for member in members.split(",") if member.strip()}
+        if not sep or not group or not names:
+            raise ValueError(f"LONGTOOLS_GROUPS entry {index + 1} is not `group=name,name`")
+        groups.setdefault(group, set()).update(names)
+    return {group: frozenset(names) for group, names in groups.items()}

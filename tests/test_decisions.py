@@ -1,0 +1,290 @@
+"""Decisions people can trust (issue 32), against a real ``serve`` with four people: alice asks and
+is a lead, bob and dave are leads, carol is in ``ops``. Approvals are given on the answer page, over
+plain HTTP (tests/pages.py); what the requester's client sees is raw ``tasks/get``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Served, start_server
+from tests.pages import PageClient
+from tests.wire import TASKS_EXTENSION, eventually, post, result
+
+PEOPLE = {name: secrets.token_urlsafe(24) for name in ("alice", "bob", "dave", "carol")}
+TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+"""A host with tasks and forms: a person's question is never its to answer, so it is shown the
+approvers' link, in words and in ``_meta``."""
+DECISIONS = "longtools.dev/decisions"
+EXIT = "longtools.dev/exit"
+
+
+def as_(name: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {PEOPLE[name]}"}
+
+
+@pytest.fixture(scope="module")
+def leads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    env = {
+        "LONGTOOLS_AUTH_TOKENS": ",".join(f"{token}={name}" for name, token in PEOPLE.items()),
+        "LONGTOOLS_GROUPS": "leads=alice,bob,dave;ops=carol",
+        "LONGTOOLS_HELPDESK_APPROVAL_S": "600",
+    }
+    served = start_server(tmp_path_factory.mktemp("leads"), "--tools", "tests.decision_tools", env=env)
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def _call(served: Served, who: str, tool: str, arguments: dict[str, Any], **post_args: Any) -> dict[str, Any]:
+    return result(
+        post(served.url, "tools/call", {"name": tool, "arguments": arguments}, headers=as_(who), **post_args)
+    )
+
+
+def _start(served: Served, who: str, tool: str, arguments: dict[str, Any]) -> str:
+    task = _call(served, who, tool, arguments, caps=TASK_CAPS)
+    return str(task["taskId"])
+
+
+def _task(served: Served, who: str, task_id: str) -> dict[str, Any]:
+    return result(post(served.url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS, headers=as_(who)))
+
+
+def _asking(served: Served, who: str, task_id: str, said: str = "") -> tuple[str, dict[str, Any]]:
+    """The approvers' link of the task's open decision, once its status says ``said``."""
+    task = eventually(
+        lambda: _task(served, who, task_id),
+        lambda now: bool(now.get("_meta", {}).get(DECISIONS)) and said in now.get("statusMessage", ""),
+    )
+    [decision] = task["_meta"][DECISIONS].values()
+    return str(decision["link"]), task
+
+
+def _ended(served: Served, who: str, task_id: str) -> dict[str, Any]:
+    return eventually(
+        lambda: _task(served, who, task_id), lambda now: now["status"] in ("completed", "failed", "cancelled")
+    )
+
+
+def _tickets(served: Served, customer: str, count: int) -> list[str]:
+    return [
+        _call(served, "alice", "create_ticket", {"title": f"t{n}", "customer": customer})[
+            "structuredContent"
+        ]["ticketId"]
+        for n in range(count)
+    ]
+
+
+def _deletions(served: Served, ticket_id: str) -> int:
+    store = served.log_path.parent / "data" / "helpdesk.sqlite3"
+    with sqlite3.connect(store) as conn:
+        row = conn.execute(
+            "SELECT COUNT(*) FROM ticket_history WHERE ticket_id = ? AND event = 'deleted'",
+            (int(ticket_id.removeprefix("T-")),),
+        ).fetchone()
+    return int(row[0])
+
+
+@pytest.fixture
+def people(leads: Served) -> Iterator[Callable[[str], PageClient]]:
+    """``people(name)``: that person signed in to the pages (in a browser of their own)."""
+    with ExitStack() as stack:
+
+        def signed_in(who: str) -> PageClient:
+            person = stack.enter_context(PageClient(leads.base))
+            person.sign_in(PEOPLE[who])
+            return person
+
+        yield signed_in
+
+
+def test_two_leads_but_the_requester_approve_delete_customer_and_each_ticket_is_deleted_once(
+    leads: Served,
+    people: Callable[[str], PageClient],
+) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = _tickets(leads, customer, 3)
+    task_id = _start(leads, "alice", "delete_customer", {"customer": customer})
+    link, asked = _asking(leads, "alice", task_id, "0 of 2 approvals")
+    # The requester's chat host: the rule, no votes yet, the approvers' link, and nothing to answer.
+    assert asked["status"] == "working" and "inputRequests" not in asked
+    [shown] = asked["_meta"][DECISIONS].values()
+    assert shown["rule"] == {"principals": [], "groups": ["leads"], "quorum": 2, "excludeRequester": True}
+    assert shown["votes"] == [] and link in asked["statusMessage"]
+    alice, bob, dave, carol = (people(who) for who in ("alice", "bob", "dave", "carol"))
+    made_up = carol.get(link.rsplit("/", 1)[0] + "/" + secrets.token_urlsafe(40))
+    # alice may not vote on her own request; carol is not a lead: both are told it is not known,
+    # the page a made-up link gets.
+    for outsider in (alice, carol):
+        refused = outsider.get(link)
+        assert refused.status == 404 and refused.heading == made_up.heading
+    opened = bob.get(link)
+    assert opened.status == 200 and "Deletes these tickets" in opened.text
+    assert all(ticket in opened.text for ticket in tickets)
+    bob.send(link, opened, {"note": "fine by me"})
+    _, waiting = _asking(leads, "alice", task_id, "1 of 2 approvals: bob")
+    assert [
+        vote["name"] for vote in waiting["_meta"][DECISIONS][next(iter(waiting["_meta"][DECISIONS]))]["votes"]
+    ] == ["bob"]
+    # bob again: his vote is in, the page says so, and a second send is not a second vote.
+    again = bob.get(link)
+    assert again.status == 409
+    bob.send(link, opened, {"note": "twice"})
+    _asking(leads, "alice", task_id, "1 of 2 approvals: bob")
+    dave.answer(link, {})
+    done = _ended(leads, "alice", task_id)
+    assert done["status"] == "completed", done
+    output = done["result"]["structuredContent"]
+    assert output["outcome"] == "deleted" and output["deleted"] == tickets
+    assert sorted(output["approvedBy"]) == ["bob", "dave"]
+    assert done["_meta"][EXIT] == "completed"
+    assert [_deletions(leads, ticket) for ticket in tickets] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("refuser", ["bob", "dave"])
+def test_one_refusal_rejects_and_nothing_is_deleted(
+    leads: Served, people: Callable[[str], PageClient], refuser: str
+) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    tickets = _tickets(leads, customer, 2)
+    task_id = _start(leads, "alice", "delete_customer", {"customer": customer})
+    link, _ = _asking(leads, "alice", task_id)
+    if refuser == "dave":
+        people("bob").answer(link, {})
+        _asking(leads, "alice", task_id, "1 of 2 approvals")
+    people(refuser).answer(link, {}, action="decline")
+    done = _ended(leads, "alice", task_id)
+    output = done["result"]["structuredContent"]
+    assert output["outcome"] == "rejected" and output["rejectedBy"] == refuser
+    assert done["_meta"][EXIT] == "rejected" and done["statusMessage"].startswith("Rejected")
+    assert [_deletions(leads, ticket) for ticket in tickets] == [0, 0]
+
+
+def test_the_requester_cannot_answer_a_decision_from_the_client(leads: Served) -> None:
+    customer = f"c-{secrets.token_hex(4)}"
+    _tickets(leads, customer, 1)
+    task_id = _start(leads, "alice", "delete_customer", {"customer": customer})
+    _asking(leads, "alice", task_id)
+    form_caps: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
+    task = result(post(leads.url, "tasks/get", {"taskId": task_id}, caps=form_caps, headers=as_("alice")))
+    [key] = task["_meta"][DECISIONS]
+    answers = {key: {"action": "accept", "content": {"note": "me"}}}
+    refused = post(
+        leads.url,
+        "tasks/update",
+        {"taskId": task_id, "inputResponses": answers},
+        caps=form_caps,
+        headers=as_("alice"),
+    )
+    assert refused.status_code == 400 and "person" in refused.text
+    result(post(leads.url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS, headers=as_("alice")))
+
+
+def test_a_question_asked_again_with_another_proposal_counts_no_earlier_vote(
+    leads: Served, people: Callable[[str], PageClient]
+) -> None:
+    task_id = _start(leads, "alice", "decide_twice", {"first_s": 4})
+    first, asked = _asking(leads, "alice", task_id)
+    [v1] = asked["_meta"][DECISIONS].values()
+    bob = people("bob")
+    bob.answer(first, {})
+    _asking(leads, "alice", task_id, "1 of 2 approvals: bob")
+    # The first proposal expires; the second asks anew, with bob's vote not counted.
+    second, again = eventually(
+        lambda: _asking(leads, "alice", task_id),
+        lambda found: found[0] != first,
+        within=30,
+    )
+    [v2] = again["_meta"][DECISIONS].values()
+    assert v2["digest"] != v1["digest"] and v2["votes"] == []
+    assert bob.get(first).status in (404, 409)
+    bob.answer(second, {})
+    people("dave").answer(second, {})
+    done = _ended(leads, "alice", task_id)
+    assert done["result"]["structuredContent"]["outcome"] == "approved"
+    assert done["result"]["structuredContent"]["digest"] == v2["digest"]
+
+
+def test_the_six_exit_states(leads: Served, people: Callable[[str], PageClient]) -> None:
+    """completed, rejected, expired, escalated, cancelled and failed, each as tasks/get shows it."""
+    seen: dict[str, str] = {}
+    approved = _start(leads, "alice", "decide", {})
+    link, _ = _asking(leads, "alice", approved)
+    people("bob").answer(link, {})
+    seen["completed"] = _ended(leads, "alice", approved)["_meta"][EXIT]
+    rejected = _start(leads, "alice", "decide", {})
+    link, _ = _asking(leads, "alice", rejected)
+    people("bob").answer(link, {}, action="decline")
+    seen["rejected"] = _ended(leads, "alice", rejected)["_meta"][EXIT]
+    expired = _start(leads, "alice", "decide", {"timeout_s": 1})
+    seen["expired"] = _ended(leads, "alice", expired)["_meta"][EXIT]
+    escalated = _start(
+        leads, "alice", "decide", {"timeout_s": 3, "escalate_after_s": 1, "escalate_to": ["ops"]}
+    )
+    seen["escalated"] = _ended(leads, "alice", escalated)["_meta"][EXIT]
+    cancelled = _start(leads, "alice", "decide", {})
+    _asking(leads, "alice", cancelled)
+    result(post(leads.url, "tasks/cancel", {"taskId": cancelled}, caps=TASK_CAPS, headers=as_("alice")))
+    seen["cancelled"] = _ended(leads, "alice", cancelled)["_meta"][EXIT]
+    failed = _start(leads, "alice", "decide", {"fail_after": True})
+    link, _ = _asking(leads, "alice", failed)
+    people("bob").answer(link, {})
+    seen["failed"] = _ended(leads, "alice", failed)["_meta"][EXIT]
+    assert seen == {state: state for state in seen}, seen
+
+
+def test_an_escalated_rule_admits_the_wider_group(leads: Served, people: Callable[[str], PageClient]) -> None:
+    task_id = _start(
+        leads, "alice", "decide", {"timeout_s": 120, "escalate_after_s": 1, "escalate_to": ["ops"]}
+    )
+    link, _ = _asking(leads, "alice", task_id)
+    carol = people("carol")
+    assert carol.get(link).status == 404  # not yet: ops is not in the rule before it escalates
+    eventually(lambda: carol.get(link).status, lambda status: status == 200, within=30)
+    carol.answer(link, {})
+    done = _ended(leads, "alice", task_id)
+    assert done["result"]["structuredContent"] == {
+        "outcome": "approved",
+        "votes": ["carol"],
+        "by": None,
+        "digest": done["result"]["structuredContent"]["digest"],
+    }
+
+
+def test_without_groups_delete_customer_says_why_it_cannot_be_approved(tmp_path: Path) -> None:
+    served = start_server(tmp_path)  # the quickstart's single user on loopback
+    try:
+        customer = f"c-{secrets.token_hex(4)}"
+        result(
+            post(
+                served.url,
+                "tools/call",
+                {"name": "create_ticket", "arguments": {"title": "t", "customer": customer}},
+            )
+        )
+        task_id = result(
+            post(
+                served.url,
+                "tools/call",
+                {"name": "delete_customer", "arguments": {"customer": customer}},
+                caps=TASK_CAPS,
+            )
+        )["taskId"]
+        done = eventually(
+            lambda: result(post(served.url, "tasks/get", {"taskId": task_id}, caps=TASK_CAPS)),
+            lambda now: now["status"] == "completed",
+        )
+        output = done["result"]["structuredContent"]
+        assert output["outcome"] == "cannot_be_approved"
+        assert "LONGTOOLS_GROUPS" in output["message"] and "Nothing was deleted" in output["message"]
+    finally:
+        served.stop()
