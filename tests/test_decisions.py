@@ -288,3 +288,32 @@ def test_without_groups_delete_customer_says_why_it_cannot_be_approved(tmp_path:
         assert "LONGTOOLS_GROUPS" in output["message"] and "Nothing was deleted" in output["message"]
     finally:
         served.stop()
+
+
+def test_a_deadline_passes_across_a_restart_and_nothing_is_deleted(tmp_path: Path) -> None:
+    """The deadline is a Temporal timer: it fires with every process of the first ``serve`` gone in
+    the middle of the wait (API, worker and the embedded Temporal, which keeps its file)."""
+    env = {
+        "LONGTOOLS_AUTH_TOKENS": ",".join(f"{token}={name}" for name, token in PEOPLE.items()),
+        "LONGTOOLS_GROUPS": "leads=alice,bob,dave",
+        "LONGTOOLS_HELPDESK_APPROVAL_S": "8",
+    }
+    served = start_server(tmp_path, env=env)
+    try:
+        customer = f"c-{secrets.token_hex(4)}"
+        tickets = _tickets(served, customer, 2)
+        task_id = _start(served, "alice", "delete_customer", {"customer": customer})
+        _asking(served, "alice", task_id, "0 of 2 approvals")
+    finally:
+        assert served.stop() == 0
+    served = start_server(tmp_path, env=env)
+    try:
+        done = eventually(
+            lambda: _task(served, "alice", task_id), lambda now: now["status"] == "completed", 60
+        )
+        output = done["result"]["structuredContent"]
+        assert output["outcome"] == "expired" and output["deleted"] == []
+        assert done["_meta"][EXIT] == "expired" and done["statusMessage"].startswith("Expired")
+        assert [_deletions(served, ticket) for ticket in tickets] == [0, 0]
+    finally:
+        served.stop()

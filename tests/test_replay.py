@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -30,8 +32,18 @@ from temporalio.worker import Replayer, Worker
 
 from longtools.activities._ending import terminate_cancelled
 from longtools.activities.helpdesk import HelpdeskActivities, TicketStore
+from longtools.decisions import (
+    ANSWERED_META,
+    DECIDERS_ATTRIBUTE,
+    LedgerKeys,
+    Stamp,
+    decision_of,
+    signing_activity,
+)
+from longtools.temporal import task_interceptors
 from longtools.workflows import ANSWER_SIGNAL, HOST_WORD_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
 from longtools.workflows._ending import END_WORKFLOW, Ending, EndTask
+from longtools.workflows._metrics import OWNER_MEMO, TOOL_MEMO
 from longtools.workflows._once import ONCE_WORKFLOW, OUTCOME_SIGNAL, OnceRecord
 from longtools.workflows.conformance import (
     ConfirmDelete,
@@ -45,6 +57,7 @@ from longtools.workflows.conformance import (
     SlowCompute,
     SlowComputeInput,
 )
+from longtools.workflows.customers import DeleteCustomer, DeleteCustomerInput
 from longtools.workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
 from longtools.workflows.mailbox import ConnectMailbox, ConnectMailboxInput
 from tests.asking import AskFormStrictly, AskRepeatedly
@@ -308,3 +321,62 @@ async def test_a_history_recorded_by_an_earlier_release_replays_on_this_code(rec
     task that was waiting for a person during an upgrade fails on its next step."""
     history = WorkflowHistory.from_json(recorded.stem, await asyncio.to_thread(recorded.read_text))
     await _replay(history)
+
+
+async def test_delete_customer_replays_its_history_with_its_ledger(
+    client: Client, store: TicketStore
+) -> None:
+    """A decision's votes, its ledger's signing (local activities) and the deletes replay as they ran,
+    with the interceptors every worker has (``task_interceptors``)."""
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=client.namespace,
+            search_attributes={DECIDERS_ATTRIBUTE.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST},
+        )
+    )
+    customer = f"replay-{uuid.uuid4().hex[:8]}"
+    tickets = [store.create(f"issue {n}", customer).id for n in range(2)]
+    acts = HelpdeskActivities(store, work_s=0, groups={"leads": frozenset({"alice", "bob", "dave"})})
+    activities: list[Callable[..., Any]] = [
+        acts.approval_policy,
+        acts.customer_tickets,
+        acts.delete_ticket,
+        signing_activity(LedgerKeys([b"k" * 32])),
+    ]
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[DeleteCustomer],
+        activities=activities,
+        interceptors=task_interceptors(),
+    ):
+        handle = await client.start_workflow(
+            DeleteCustomer.run,
+            DeleteCustomerInput(customer=customer),
+            id=f"replay-{uuid.uuid4()}",
+            task_queue=queue,
+            memo={TOOL_MEMO: "delete_customer", OWNER_MEMO: "token:alice"},
+        )
+
+        async def asked() -> bool:
+            return "approval" in await _asked(handle)
+
+        await _eventually(asked)
+        published = (await (await handle.describe()).memo())[TASK_MEMO]
+        decision = decision_of(published["input_requests"]["approval"])
+        assert decision is not None
+        for voter in ("token:bob", "token:dave"):
+            stamp = Stamp(principal=voter, via="page", groups=frozenset({"leads"}), digest=decision.digest)
+            await handle.signal(
+                ANSWER_SIGNAL,
+                {"approval": {"action": "accept", "content": {}, "_meta": {ANSWERED_META: stamp.wire()}}},
+            )
+        async with asyncio.timeout(30):
+            outcome = await handle.result()
+    assert outcome.deleted == tickets
+    history = await handle.fetch_history()
+    replayer = Replayer(
+        workflows=[DeleteCustomer], interceptors=task_interceptors(), data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(history)

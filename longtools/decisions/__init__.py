@@ -35,7 +35,13 @@ from longtools.decisions._decision import (
 from longtools.decisions._groups import Groups
 from longtools.decisions._ledger import LedgerKeys, Verified, canonical, digest_of, verify_entries
 from longtools.decisions._reading import decider_names, decider_tags, read_ledger
-from longtools.decisions._recording import DECIDERS_ATTRIBUTE, EXIT_MEMO, LEDGER_ACTIVITY, RecordLedger
+from longtools.decisions._recording import (
+    DECIDERS_ATTRIBUTE,
+    EXIT_MEMO,
+    LEDGER_ACTIVITY,
+    RecordLedger,
+    requester,
+)
 from longtools.decisions._rules import Approvers, Escalation, Voter, name_of, names_of, parse_groups
 from longtools.decisions._signing import ledger_keys, signing_activity
 
@@ -75,6 +81,7 @@ __all__ = [
     "parse_groups",
     "read_ledger",
     "redacted",
+    "requester",
     "signing_activity",
     "verify_entries",
 ]

@@ -24,8 +24,7 @@ with workflow.unsafe.imports_passed_through():
         DeleteTicketRequest,
         HelpdeskActivities,
     )
-    from longtools.decisions import Approved, Approvers, Rejected, name_of
-    from longtools.decisions._recording import requester
+    from longtools.decisions import Approved, Approvers, Rejected, name_of, requester
     from longtools.workflows._ask import ask_form, report
 
 _CALL = timedelta(seconds=30)
