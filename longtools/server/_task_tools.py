@@ -27,6 +27,7 @@ from longtools._logging import request_info
 from longtools._protocol import ANSWER_LINKS_META
 from longtools._settings import Settings
 from longtools.auth import Caller, caller_of, principal_of
+from longtools.decisions import decision_of
 from longtools.server._limits import HeldRounds, answers_too_large
 from longtools.server._people import Audience, People
 from longtools.server._wire import NOT_AUTHORIZED, cancel_task, invalid_arguments, temporal_errors
@@ -319,8 +320,17 @@ def _question(key: str, question: Mapping[str, Any]) -> list[str]:
 
 
 def _persons_question(key: str, question: Mapping[str, Any], link: str) -> list[str]:
-    """A question only the person may answer: the link to give them, never a form to fill in."""
+    """A question only the person may answer: the link to give them, never a form to fill in; for
+    a decision, who decides and how it stands (``longtools.decisions``)."""
     params = question.get("params") or {}
+    decision = decision_of(question)
+    if decision is not None and decision.rule is not None:
+        return [
+            f'Question "{key}": {params.get("message", "")}',
+            f"  Approvers decide this on its page, not you and not the person you speak for: "
+            f"{decision.said()}. Give the approvers this link: {link} . "
+            "Call task_status to see when they have decided.",
+        ]
     return [
         f'Question "{key}": {params.get("message", "")}',
         f"  Only the person may answer this, on its page: give them this link to open: {link} . "
