@@ -341,7 +341,7 @@ async def test_delete_customer_replays_its_history_with_its_ledger(
         acts.approval_policy,
         acts.customer_tickets,
         acts.delete_ticket,
-        signing_activity(LedgerKeys([b"k" * 32])),
+        signing_activity(LedgerKeys([b"k" * 32]), [b"t" * 32]),
     ]
     queue = f"tq-{uuid.uuid4()}"
     async with Worker(

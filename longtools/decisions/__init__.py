@@ -43,7 +43,7 @@ from longtools.decisions._recording import (
     requester,
 )
 from longtools.decisions._rules import Approvers, Escalation, Voter, name_of, names_of, parse_groups
-from longtools.decisions._signing import ledger_keys, signing_activity
+from longtools.decisions._signing import ledger_keys, signing_activity, tag_ring
 
 __all__ = [
     "ANSWERED_META",
@@ -83,5 +83,6 @@ __all__ = [
     "redacted",
     "requester",
     "signing_activity",
+    "tag_ring",
     "verify_entries",
 ]

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar, get_args
 
 from pydantic import BaseModel
 
@@ -27,6 +27,7 @@ __all__ = [
     "Approved",
     "Ballot",
     "Decision",
+    "DecisionEnd",
     "DecisionState",
     "ExitState",
     "Expired",
@@ -58,6 +59,11 @@ EXIT_STATES: Final[tuple[ExitState, ...]] = (
 )
 
 Via = Literal["page", "form", "model", "pushed"]
+"""How an answer came in: the answer page, a host's form, a model (``task_answer``), or pushed
+(2025 era). Only the page answers a person's question or casts a vote."""
+
+DecisionEnd = Literal["approved", "rejected", "expired", "escalated"]
+"""How a decision ended: its rule met, a refusal, its deadline, its deadline once escalated."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -152,7 +158,7 @@ class DecisionState:
     """ISO 8601, or None: it waits for as long as the task lives."""
     escalated_at: str | None = None
     votes: tuple[Ballot, ...] = ()
-    outcome: Literal["approved", "rejected", "expired", "escalated"] | None = None
+    outcome: DecisionEnd | None = None
     by: str | None = None
     """Who refused, for a rejected question."""
 
@@ -212,7 +218,7 @@ class DecisionState:
                 for vote in body.get("votes") or ()
                 if isinstance(vote, Mapping)
             ),
-            outcome=outcome if outcome in ("approved", "rejected", "expired", "escalated") else None,
+            outcome=outcome if outcome in get_args(DecisionEnd) else None,
             by=body.get("by"),
         )
 

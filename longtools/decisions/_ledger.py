@@ -85,7 +85,12 @@ def _b64(raw: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    # One spelling per value: the decoder skips characters outside the alphabet and ignores the
+    # last character's spare bits, so an edited key or signature could otherwise still verify.
+    if _b64(raw) != text:
+        raise ValueError("not canonical URL-safe base64")
+    return raw
 
 
 def public_key_text(key: Ed25519PublicKey) -> str:
@@ -123,18 +128,6 @@ class LedgerKeys:
             signature = key.sign(_SIGNED + digest.encode())
             signed.append({**content, "hash": digest, "key": public, "sig": _b64(signature)})
         return signed
-
-    def tag(self, name: str) -> list[str]:
-        """Keyed tags of ``name`` (a principal or a group), one per key of the ring, the first key's
-        first: what a task that waits on a decision is found by (a search attribute, which Temporal
-        stores in plaintext, so never the name itself)."""
-        tags = []
-        for key in self._keys:
-            seed = key.private_bytes_raw()
-            tags.append(
-                hmac.new(seed, b"longtools decider tag\x00" + name.encode(), hashlib.sha256).hexdigest()[:24]
-            )
-        return tags
 
 
 @dataclass(frozen=True)
@@ -174,7 +167,7 @@ def verify_entries(lines: Iterable[str], trusted: Sequence[str] | None = None) -
 
         try:
             entry = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested deeper than json parses
             return wrong("is not JSON")
         if not isinstance(entry, dict):
             return wrong("is not a JSON object")
@@ -183,7 +176,10 @@ def verify_entries(lines: Iterable[str], trusted: Sequence[str] | None = None) -
             return wrong(f"lacks {', '.join(missing)}", entry.get("seq"))
         seq = entry["seq"]
         content = {name: entry[name] for name in ENTRY_FIELDS}
-        digest = hashlib.sha256(canonical(content)).hexdigest()
+        try:
+            digest = hashlib.sha256(canonical(content)).hexdigest()
+        except (UnicodeEncodeError, RecursionError):  # a lone surrogate ("\\ud800") has no UTF-8
+            return wrong("was changed: its content is not text an entry can hold", seq)
         if digest != entry["hash"]:
             return wrong("was changed: its content does not match its hash", seq)
         if entry["prev"] != previous:

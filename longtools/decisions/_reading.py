@@ -8,16 +8,15 @@ order, with no worker running.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from longtools.decisions._ledger import LedgerKeys
 from longtools.decisions._recording import LEDGER_ACTIVITY, LedgerSigned
-from longtools.decisions._rules import Voter, names_of
+from longtools.decisions._rules import Voter, names_of, tags_of
 
 __all__ = ["decider_names", "decider_tags", "read_ledger"]
 
@@ -64,6 +63,6 @@ def decider_names(voter: Voter) -> list[str]:
     )
 
 
-def decider_tags(keys: LedgerKeys, names: Iterable[str]) -> list[str]:
+def decider_tags(ring: Sequence[bytes], names: Iterable[str]) -> list[str]:
     """The tags of ``names`` under every key of the ring (a task tagged before a rotation is found)."""
-    return sorted({tag for name in names for tag in keys.tag(name)})
+    return sorted({tag for name in names for tag in tags_of(ring, name)})

@@ -8,12 +8,14 @@ static token's name (``LONGTOOLS_AUTH_TOKENS``) or a JWT subject, or a whole pri
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-__all__ = ["Approvers", "Escalation", "Voter", "name_of", "names_of", "parse_groups"]
+__all__ = ["Approvers", "Escalation", "Voter", "name_of", "names_of", "parse_groups", "tags_of"]
 
 
 def name_of(principal: str) -> str:
@@ -140,3 +142,14 @@ def parse_groups(raw: str) -> dict[str, frozenset[str]]:
             raise ValueError(f"LONGTOOLS_GROUPS entry {index + 1} is not `group=name,name`")
         groups.setdefault(group, set()).update(names)
     return {group: frozenset(names) for group, names in groups.items()}
+
+
+def tags_of(ring: Sequence[bytes], name: str) -> list[str]:
+    """Keyed tags of ``name`` (``p:<name>`` of a person, ``g:<group>``), one per key of ``ring``, the
+    first key's first: what a task waiting on a decision is found by (a search attribute, which
+    Temporal stores in plaintext, so never the name itself). The ring is the payload ring, which
+    the API and every worker have, and whose old keys stay listed after a rotation."""
+    return [
+        hmac.new(key, b"longtools decider tag\x00" + name.encode(), hashlib.sha256).hexdigest()[:24]
+        for key in ring
+    ]

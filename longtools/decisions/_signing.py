@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import structlog
@@ -12,26 +12,33 @@ from temporalio import activity
 from longtools._settings import Settings
 from longtools.decisions._ledger import LedgerKeys
 from longtools.decisions._recording import LEDGER_ACTIVITY, LedgerBatch, LedgerSigned
+from longtools.decisions._rules import tags_of
 
-__all__ = ["ledger_keys", "signing_activity"]
+__all__ = ["ledger_keys", "signing_activity", "tag_ring"]
 
 log = structlog.get_logger("longtools.ledger")
+_PROCESS_KEY = secrets.token_bytes(32)
+
+
+def tag_ring(settings: Settings) -> list[bytes]:
+    """The keys decider tags are made with (``_rules.tags_of``), and the ledger's are derived from
+    when it has none of its own: the payload keys (every process of a deployment has them), else
+    the state keys; a process with neither (an embedded test, ``longtools.testing``) makes one."""
+    return settings.payload_key_ring() or settings.state_key_ring() or [_PROCESS_KEY]
 
 
 def ledger_keys(settings: Settings) -> LedgerKeys:
-    """The deployment's ledger ring: ``LONGTOOLS_LEDGER_KEYS``, else derived from the payload keys
-    (every process of a deployment has them), else from the state keys; a worker with neither (an
-    embedded test, ``longtools.testing``) signs with a key of its own, made for this process."""
+    """The deployment's ledger ring: ``LONGTOOLS_LEDGER_KEYS``, else derived from ``tag_ring``."""
     own = settings.ledger_key_ring()
-    if own is not None:
-        return LedgerKeys(own)
-    ring = settings.payload_key_ring() or settings.state_key_ring() or [secrets.token_bytes(32)]
-    return LedgerKeys.derived(ring)
+    return LedgerKeys(own) if own is not None else LedgerKeys.derived(tag_ring(settings))
 
 
-def signing_activity(keys: LedgerKeys) -> Callable[[LedgerBatch], Coroutine[Any, Any, LedgerSigned]]:
-    """The activity that signs a task's entries (``_recording.Recorder.flush``). Each signed entry
-    is also logged, one ``ledger`` line each, for a SIEM that keeps its own copy."""
+def signing_activity(
+    keys: LedgerKeys, ring: Sequence[bytes]
+) -> Callable[[LedgerBatch], Coroutine[Any, Any, LedgerSigned]]:
+    """The activity that signs a task's entries with ``keys`` and tags the names it is given with
+    ``ring``'s first key (``_recording.Recorder.flush``). Each signed entry is also logged, one
+    ``ledger`` line each, for a SIEM that keeps its own copy."""
 
     @activity.defn(name=LEDGER_ACTIVITY)
     async def sign_ledger(batch: LedgerBatch) -> LedgerSigned:
@@ -47,6 +54,6 @@ def signing_activity(keys: LedgerKeys) -> Callable[[LedgerBatch], Coroutine[Any,
                 hash=entry["hash"],
                 prev=entry["prev"],
             )
-        return LedgerSigned(entries=signed, tags=[keys.tag(name)[0] for name in batch.tags])
+        return LedgerSigned(entries=signed, tags=[tags_of(ring[:1], name)[0] for name in batch.tags])
 
     return sign_ledger

@@ -67,8 +67,8 @@ from longtools.decisions import (
     decider_names,
     decider_tags,
     decision_of,
-    ledger_keys,
     read_ledger,
+    tag_ring,
 )
 from longtools.tasks._changes import Changes, Completion, Mark
 from longtools.tasks._ending import Endings
@@ -291,7 +291,7 @@ class Tasks:
         self.ids = TaskIds(settings.require_state_keys())
         self.groups = Groups(settings)
         """Who is in which group, for approver rules (``longtools.decisions``)."""
-        self.ledger_keys = ledger_keys(settings)
+        self._tag_ring = tag_ring(settings)
         # Computed once per principal (an HMAC per request was 2% of a plain tools/call's CPU).
         self.hash_principal: Callable[[str], str] = lru_cache(maxsize=4096)(
             partial(principal_hash, key=self.ids.secret)
@@ -973,7 +973,7 @@ class Tasks:
             await self._ensure_owner_attribute()
         except OwnerAttributeMissing:
             return []
-        tags = ", ".join(f'"{tag}"' for tag in decider_tags(self.ledger_keys, decider_names(voter)))
+        tags = ", ".join(f'"{tag}"' for tag in decider_tags(self._tag_ring, decider_names(voter)))
         client = self._connection()
         page = await client.workflow_service.list_workflow_executions(
             ListWorkflowExecutionsRequest(

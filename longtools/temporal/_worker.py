@@ -13,7 +13,7 @@ from temporalio.worker import Interceptor, Worker
 
 from longtools._settings import Settings
 from longtools.activities._ending import terminate_cancelled
-from longtools.decisions import RecordLedger, ledger_keys, signing_activity
+from longtools.decisions import RecordLedger, ledger_keys, signing_activity, tag_ring
 from longtools.temporal._outcomes import ActivityOutcomes
 from longtools.tools import Registry
 from longtools.workflows._ask import CarryConversation
@@ -32,7 +32,7 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
     activities: list[Callable[..., Any]] = [
         *registry.activities,
         terminate_cancelled,
-        signing_activity(ledger_keys(settings)),
+        signing_activity(ledger_keys(settings), tag_ring(settings)),
     ]
     return Worker(
         client,

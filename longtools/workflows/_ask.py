@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from longtools.decisions._decision import (
         Approved,
         Decision,
+        DecisionEnd,
         DecisionState,
         Expired,
         Rejected,
@@ -496,10 +497,8 @@ async def _decide(
             widened = [] if rule is None or rule.escalate is None else list(rule.escalate.groups)
             ledger.append("escalated", {"question": key, "groups": widened})
         elif deadline is not None and workflow.now() >= deadline:
-            ended = "escalated" if deciding.state.escalated_at else "expired"
-            deciding.state = replace(
-                deciding.state, outcome="escalated" if ended == "escalated" else "expired"
-            )
+            ended: DecisionEnd = "escalated" if deciding.state.escalated_at else "expired"
+            deciding.state = replace(deciding.state, outcome=ended)
         conversation.pending[key] = with_decision(base, deciding.state)
         conversation.publish()
         await ledger.flush()
