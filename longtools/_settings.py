@@ -393,6 +393,13 @@ class Settings(BaseSettings):
             decode_key_ring(value.get_secret_value(), f"LONGTOOLS_{str(info.field_name).upper()}")
         return value
 
+    @field_validator("groups")
+    @classmethod
+    def _check_groups(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_groups(value)
+        return value
+
     @field_validator("auth_tokens")
     @classmethod
     def _check_tokens(cls, value: SecretStr | None) -> SecretStr | None:
@@ -520,6 +527,25 @@ def decode_key_ring(raw: str, variable: str) -> list[bytes]:
     if len(set(keys)) != len(keys):
         raise ValueError(f"{variable} lists the same key twice")
     return keys
+
+
+def parse_groups(raw: str) -> dict[str, frozenset[str]]:
+    """``LONGTOOLS_GROUPS`` as ``{group: names}``: ``leads=alice,bob;ops=carol``.
+
+    Raises:
+        ValueError: an entry is not ``name=member,member`` (the message names the entry, by position).
+    """
+    groups: dict[str, set[str]] = {}
+    for index, entry in enumerate(part.strip() for part in raw.split(";")):
+        if not entry:
+            continue
+        group, sep, members = entry.partition("=")
+        group = group.strip()
+        names = {member.strip() for member in members.split(",") if member.strip()}
+        if not sep or not group or not names:
+            raise ValueError(f"LONGTOOLS_GROUPS entry {index + 1} is not `group=name,name`")
+        groups.setdefault(group, set()).update(names)
+    return {group: frozenset(names) for group, names in groups.items()}
 
 
 def parse_static_tokens(raw: str) -> dict[str, str]:

@@ -878,7 +878,7 @@ def test_temporal_server_and_admin_tools_are_one_patched_release() -> None:
 
 
 def test_the_operations_guide_covers_each_deployment_finding() -> None:
-    """REVIEW.md 5.3, 5.4, 5.6, 5.7 and the search attribute: what the compose file cannot show."""
+    """REVIEW.md 5.3, 5.4, 5.6, 5.7 and the search attributes: what the compose file cannot show."""
     text = OPERATIONS.read_text()
     for needed in (
         "NUM_HISTORY_SHARDS",  # 5.3
@@ -892,6 +892,7 @@ def test_the_operations_guide_covers_each_deployment_finding() -> None:
         "`/readyz`",
         "stop_grace_period",
         "search-attribute create --name LongtoolsOwner --type Keyword",
+        "search-attribute create --name LongtoolsDeciders --type KeywordList",
     ):
         assert needed in text, needed
 
@@ -1008,7 +1009,7 @@ def test_docker_waits_longer_than_api_and_workers_take_to_stop() -> None:
         assert seconds(str(service.get("stop_grace_period", "10s"))) >= float(shutdown) + 5, name
 
 
-# --- deploy/*.sh: valid shell; the namespace job registers the search attribute --------------
+# --- deploy/*.sh: valid shell; the namespace job registers the search attributes -------------
 
 
 def test_every_deploy_script_is_valid_sh() -> None:
@@ -1019,23 +1020,29 @@ def test_every_deploy_script_is_valid_sh() -> None:
         assert done.returncode == 0, f"{script.name}: {done.stderr}"
 
 
-# A stand-in for the admin-tools image's `temporal` CLI: logs each call, answers like a cluster
-# whose namespace exists, and fails `search-attribute create` when STUB_CREATE_FAILS is set.
+# A stand-in for the admin-tools image's `temporal` CLI: logs each call (a line, its arguments
+# separated by US, 0x1f) and answers like a cluster whose namespace exists.
+# `search-attribute create --name NAME` fails for each NAME in STUB_CREATE_FAILS (space-separated);
+# `search-attribute list` prints a table as the CLI 1.x does (two-space indent, padded columns, the
+# type's short name: `Keyword`, `KeywordList`): two system attributes, then a row per NAME=TYPE in
+# STUB_LISTED.
 _FAKE_TEMPORAL = """#!/bin/sh
-echo "$*" >> "$STUB_LOG"
+printf '%s\\037' "$@" >> "$STUB_LOG" && echo >> "$STUB_LOG"
 case "$1 $2 $3" in
   "operator search-attribute create")
-    if [ -n "${STUB_CREATE_FAILS:-}" ]; then echo "search attribute already exists" >&2; exit 1; fi ;;
+    for failing in ${STUB_CREATE_FAILS:-}; do
+      if [ "$4 $5" = "--name $failing" ]; then echo "search attribute $failing already exists" >&2; exit 1; fi
+    done ;;
   "operator search-attribute list")
-    printf '  Name            Type     \\n  WorkflowId      Keyword  \\n'
-    if [ -n "${STUB_LISTED:-}" ]; then printf '  %s  Keyword  \\n' "$STUB_LISTED"; fi ;;
+    printf '  %-20s %-12s\\n' Name Type WorkflowId Keyword ExecutionStatus Keyword
+    for row in ${STUB_LISTED:-}; do printf '  %-20s %-12s\\n' "${row%%=*}" "${row#*=}"; done ;;
 esac
 exit 0
 """
 
 
-def run_namespace_script(tmp_path: Path, **stub: str) -> tuple[int, list[list[str]]]:
-    """deploy/temporal-namespace.sh against the stand-in: (exit status, the calls it made)."""
+def run_namespace_script(tmp_path: Path, **stub: str) -> tuple[int, list[list[str]], str]:
+    """deploy/temporal-namespace.sh against the stand-in: (exit status, the calls it made, stderr)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "temporal"
@@ -1052,42 +1059,106 @@ def run_namespace_script(tmp_path: Path, **stub: str) -> tuple[int, list[list[st
         **stub,
     }
     done = subprocess.run(["sh", str(NAMESPACE_SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
-    return done.returncode, [shlex.split(line) for line in log.read_text().splitlines()]
+    calls = [line.removesuffix("\x1f").split("\x1f") for line in log.read_text().splitlines()]
+    return done.returncode, calls, done.stderr
 
 
-def test_the_namespace_job_registers_the_owner_search_attribute(tmp_path: Path) -> None:
-    status, calls = run_namespace_script(tmp_path)
+# Each search attribute longtools sets, with the type the CLI names it by.
+ATTRIBUTES = {"LongtoolsOwner": "Keyword", "LongtoolsDeciders": "KeywordList"}
+_CLUSTER = ["--namespace", "tasks", "--address", "temporal:7233"]
+
+
+def created(calls: list[list[str]]) -> list[tuple[str, str]]:
+    """The (name, type) of each `search-attribute create`, checking its other options."""
+    found = []
+    for call in calls:
+        if call[:3] == ["operator", "search-attribute", "create"]:
+            options = dict(zip(call[3::2], call[4::2], strict=True))
+            assert {key: options.pop(key, None) for key in ("--namespace", "--address")} == {
+                "--namespace": "tasks",
+                "--address": "temporal:7233",
+            }, call
+            assert options.keys() == {"--name", "--type"}, call
+            found.append((options["--name"], options["--type"]))
+    return found
+
+
+def probed(calls: list[list[str]]) -> list[str]:
+    """The visibility queries the script waited on."""
+    return [
+        call[call.index("--query") + 1]
+        for call in calls
+        if call[:2] == ["workflow", "count"] and call[-4:] == _CLUSTER
+    ]
+
+
+def test_the_namespace_job_registers_each_search_attribute_with_its_type(tmp_path: Path) -> None:
+    status, calls, _ = run_namespace_script(tmp_path)
     assert status == 0
-    [create] = [call for call in calls if call[:3] == ["operator", "search-attribute", "create"]]
-    options = dict(zip(create[3::2], create[4::2], strict=True))
-    assert options == {
-        "--name": "LongtoolsOwner",
-        "--type": "Keyword",
-        "--namespace": "tasks",
-        "--address": "temporal:7233",
-    }
+    assert created(calls) == list(ATTRIBUTES.items())
+    assert probed(calls) == [f"{name} = 'probe'" for name in ATTRIBUTES]
 
 
-def test_the_namespace_job_tolerates_an_owner_attribute_that_already_exists(tmp_path: Path) -> None:
-    status, calls = run_namespace_script(tmp_path, STUB_CREATE_FAILS="1", STUB_LISTED="LongtoolsOwner")
-    assert status == 0
-    assert [
-        "operator",
-        "search-attribute",
-        "list",
-        "--namespace",
-        "tasks",
-        "--address",
-        "temporal:7233",
-    ] in calls
+@pytest.mark.parametrize("name", ATTRIBUTES)
+def test_the_namespace_job_tolerates_each_search_attribute_that_already_exists(
+    tmp_path: Path, name: str
+) -> None:
+    listed = " ".join(f"{other}={kind}" for other, kind in ATTRIBUTES.items())
+    status, calls, stderr = run_namespace_script(tmp_path, STUB_CREATE_FAILS=name, STUB_LISTED=listed)
+    assert status == 0, stderr
+    assert ["operator", "search-attribute", "list", *_CLUSTER] in calls
+    assert created(calls) == list(ATTRIBUTES.items())  # the other one is created all the same
+    assert probed(calls) == [f"{other} = 'probe'" for other in ATTRIBUTES]
 
 
-def test_the_namespace_job_fails_when_the_owner_attribute_cannot_be_registered(tmp_path: Path) -> None:
-    status, _ = run_namespace_script(tmp_path, STUB_CREATE_FAILS="1", STUB_LISTED="LongtoolsOwnerX")
+@pytest.mark.parametrize("name", ATTRIBUTES)
+@pytest.mark.parametrize("listing", ["missing", "another name", "another type"])
+def test_the_namespace_job_fails_when_a_search_attribute_cannot_be_registered(
+    tmp_path: Path, name: str, listing: str
+) -> None:
+    """The listing decides, by name and type: `LongtoolsDeciders` listed as `Keyword` (or
+    `LongtoolsOwner` as `KeywordList`) is not registered, a longer name is not the name."""
+    others = {other: kind for other, kind in ATTRIBUTES.items() if other != name}
+    rows = {
+        "missing": {},
+        "another name": {f"{name}X": ATTRIBUTES[name]},
+        "another type": {name: "KeywordList" if ATTRIBUTES[name] == "Keyword" else "Keyword"},
+    }[listing]
+    listed = " ".join(f"{key}={kind}" for key, kind in {**others, **rows}.items())
+    status, calls, stderr = run_namespace_script(tmp_path, STUB_CREATE_FAILS=name, STUB_LISTED=listed)
     assert status == 1
+    assert f"search attribute {name} ({ATTRIBUTES[name]}) could not be registered in tasks" in stderr
+    assert f"{name} = 'probe'" not in probed(calls)
 
 
-def test_the_search_attribute_registered_is_the_one_the_code_sets() -> None:
-    [name] = re.findall(r"^OWNER_ATTRIBUTE=(\w+)$", NAMESPACE_SCRIPT.read_text(), re.MULTILINE)
+# temporalio's SearchAttributeKey constructors, by the type name the CLI takes.
+_KEY_TYPES = {
+    "keyword": "Keyword",
+    "keyword_list": "KeywordList",
+    "text": "Text",
+    "int": "Int",
+    "float": "Double",
+    "bool": "Bool",
+    "datetime": "Datetime",
+}
+
+
+def search_attributes_in(text: str) -> dict[str, str]:
+    """{name: CLI type} of each `SearchAttributeKey.for_<type>("Name")` in Python source."""
+    found = re.findall(r"SearchAttributeKey\.for_(\w+)\(\s*\"(\w+)\"\s*\)", text)
+    return {name: _KEY_TYPES[kind] for kind, name in found}
+
+
+def test_the_search_attributes_registered_are_the_ones_the_code_sets(tmp_path: Path) -> None:
     sources = [path for package in FIRST_PARTY for path in (ROOT / package).rglob("*.py")]
-    assert any(f'"{name}"' in path.read_text() for path in sources), f"no code sets {name}"
+    in_code = {
+        name: kind for path in sources for name, kind in search_attributes_in(path.read_text()).items()
+    }
+    assert in_code == ATTRIBUTES
+    _, calls, _ = run_namespace_script(tmp_path)
+    assert dict(created(calls)) == in_code
+
+
+def test_a_search_attribute_is_read_from_the_code_with_its_type() -> None:
+    text = 'A = SearchAttributeKey.for_keyword("A")\nB: Final = SearchAttributeKey.for_keyword_list("B")\n'
+    assert search_attributes_in(text) == {"A": "Keyword", "B": "KeywordList"}

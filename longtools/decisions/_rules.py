@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from longtools._settings import parse_groups
+
 __all__ = ["Approvers", "Escalation", "Voter", "name_of", "names_of", "parse_groups", "tags_of"]
 
 
@@ -123,25 +125,6 @@ class Approvers:
         """Whether anyone could meet the rule with these groups configured (a rule of groups only,
         none of which exists, can never be met)."""
         return bool(self.principals) or bool(set(self.groups) & set(known_groups))
-
-
-def parse_groups(raw: str) -> dict[str, frozenset[str]]:
-    """``LONGTOOLS_GROUPS`` as ``{group: names}``: ``leads=alice,bob;ops=carol``.
-
-    Raises:
-        ValueError: an entry is not ``name=member,member`` (the message names the entry, by position).
-    """
-    groups: dict[str, set[str]] = {}
-    for index, entry in enumerate(part.strip() for part in raw.split(";")):
-        if not entry:
-            continue
-        group, sep, members = entry.partition("=")
-        group = group.strip()
-        names = {member.strip() for member in members.split(",") if member.strip()}
-        if not sep or not group or not names:
-            raise ValueError(f"LONGTOOLS_GROUPS entry {index + 1} is not `group=name,name`")
-        groups.setdefault(group, set()).update(names)
-    return {group: frozenset(names) for group, names in groups.items()}
 
 
 def tags_of(ring: Sequence[bytes], name: str) -> list[str]:
