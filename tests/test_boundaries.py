@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ("longtools",)
 
-_SUBPACKAGES = ("auth", "cli", "client", "pages", "server", "tasks", "temporal", "tools")
+_SUBPACKAGES = ("auth", "cli", "client", "decisions", "pages", "server", "tasks", "temporal", "tools")
 # Workflow and activity code: checked by their own rules below, not by the layers of the service.
 _CODE_PARTS = ("longtools.workflows", "longtools.activities")
 _ALL = tuple(f"longtools.{name}" for name in _SUBPACKAGES)
@@ -58,6 +58,20 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "longtools.client",
         "longtools.cli",
     ),
+    # Who decides, on what, and the ledger: used by workflows, the worker, the API and the pages, so
+    # it builds on nothing of theirs (its workflow half runs in Temporal's sandbox).
+    "longtools.decisions": (
+        "longtools.server",
+        "longtools.pages",
+        "longtools.tasks",
+        "longtools.temporal",
+        "longtools.tools",
+        "longtools.auth",
+        "longtools.workflows",
+        "longtools.activities",
+        "longtools.client",
+        "longtools.cli",
+    ),
     # The modules every process shares (settings, logging, metrics, tracing, wire names).
     "longtools._": _ALL,
     # Workflow code runs in Temporal's sandbox and activity code in the worker: neither reaches into
@@ -67,7 +81,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 ALLOWED = {
     "longtools.client": ("longtools.client", "longtools._protocol"),
-    "longtools.workflows": ("longtools.workflows", "longtools.activities"),
+    "longtools.workflows": ("longtools.workflows", "longtools.activities", "longtools.decisions"),
     "longtools.activities": ("longtools.activities",),
 }
 

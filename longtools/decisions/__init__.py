@@ -7,13 +7,13 @@ links, ``tasks/get``), the pages (``/decisions``) and the CLI (``longtools audit
 - ``_rules``: approver rules and voters; ``_groups``: who is in which group (API);
 - ``_decision``: the proposal, a question's decision state, the outcomes a workflow handles;
 - ``_ledger``: the hash-chained, signed entries, and their offline check;
-- ``_recording``: the ledger as a workflow keeps it (workflow code), ``_signing``: the worker signs;
+- ``_deciding``: votes counted in the workflow that asked (workflow code; the workflow half of the
+  ledger, which writes entries, is ``longtools.workflows._ledger``); ``_records``: what the
+  workflow, the worker and the API share of it; ``_signing``: the worker signs;
 - ``_reading``: the ledger read back from Temporal, and the tags ``/decisions`` finds tasks by (API).
 """
 
-# The workflows package first: ``_recording`` needs two of its modules, and ``longtools.workflows``
-# needs ours (its ``ask_form`` decides); loaded in this order, neither meets the other half-made.
-import longtools.workflows  # noqa: F401  isort: skip
+from longtools.decisions._deciding import Deciding, with_decision
 from longtools.decisions._decision import (
     ANSWERED_META,
     DECISION_META,
@@ -22,6 +22,7 @@ from longtools.decisions._decision import (
     Approved,
     Ballot,
     Decision,
+    DecisionEnd,
     DecisionState,
     ExitState,
     Expired,
@@ -33,14 +34,22 @@ from longtools.decisions._decision import (
     redacted,
 )
 from longtools.decisions._groups import Groups
-from longtools.decisions._ledger import LedgerKeys, Verified, canonical, digest_of, verify_entries
+from longtools.decisions._ledger import (
+    EntryKind,
+    LedgerKeys,
+    Verified,
+    canonical,
+    chain,
+    digest_of,
+    verify_entries,
+)
 from longtools.decisions._reading import decider_names, decider_tags, read_ledger
-from longtools.decisions._recording import (
+from longtools.decisions._records import (
     DECIDERS_ATTRIBUTE,
     EXIT_MEMO,
     LEDGER_ACTIVITY,
-    RecordLedger,
-    requester,
+    LedgerBatch,
+    LedgerSigned,
 )
 from longtools.decisions._rules import Approvers, Escalation, Voter, name_of, names_of, parse_groups
 from longtools.decisions._signing import ledger_keys, signing_activity, tag_ring
@@ -56,21 +65,26 @@ __all__ = [
     "Approved",
     "Approvers",
     "Ballot",
+    "Deciding",
     "Decision",
+    "DecisionEnd",
     "DecisionState",
+    "EntryKind",
     "Escalation",
     "ExitState",
     "Expired",
     "Groups",
+    "LedgerBatch",
     "LedgerKeys",
+    "LedgerSigned",
     "Proposal",
-    "RecordLedger",
     "Rejected",
     "Stamp",
     "Verified",
     "Via",
     "Voter",
     "canonical",
+    "chain",
     "decider_names",
     "decider_tags",
     "decision_of",
@@ -81,8 +95,8 @@ __all__ = [
     "parse_groups",
     "read_ledger",
     "redacted",
-    "requester",
     "signing_activity",
     "tag_ring",
     "verify_entries",
+    "with_decision",
 ]

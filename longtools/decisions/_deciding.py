@@ -9,7 +9,7 @@ or not.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 
 from longtools.decisions._decision import DECISION_META, Ballot, DecisionState, Stamp
-from longtools.decisions._recording import Recorder
+from longtools.decisions._ledger import EntryKind
 from longtools.decisions._rules import Voter
 
 __all__ = ["Deciding", "with_decision"]
@@ -46,8 +46,11 @@ class Deciding(Generic[M]):
         """The form as the approval that met the rule filled it in."""
         self.changed = False
 
-    def take(self, response: Mapping[str, Any], ledger: Recorder) -> None:
-        """Count ``response`` as a vote, if its stamp says it may be one; record it either way."""
+    def take(
+        self, response: Mapping[str, Any], record: Callable[[EntryKind, Mapping[str, Any]], None]
+    ) -> None:
+        """Count ``response`` as a vote, if its stamp says it may be one; ``record`` it in the
+        task's ledger either way."""
         stamp = Stamp.of(response)
         action = response.get("action")
         decision = "approve" if action == "accept" else "reject"
@@ -66,10 +69,10 @@ class Deciding(Generic[M]):
             except ValidationError:
                 why = "the form does not fit"
         if why is not None:
-            ledger.append("vote", {**entry, "counted": False, "why": why})
+            record("vote", {**entry, "counted": False, "why": why})
             return
         assert stamp is not None
-        ledger.append("vote", {**entry, "counted": True})
+        record("vote", {**entry, "counted": True})
         if decision == "reject":
             self.state = replace(self.state, outcome="rejected", by=stamp.principal)
         else:

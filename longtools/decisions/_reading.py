@@ -1,8 +1,8 @@
 """The ledger read back from Temporal, and the questions a person may decide found. API process.
 
-A task's ledger is the results of its signing activity (``_recording``), which its history keeps
-as local-activity markers: read from the first run of the task through each continue-as-new, in
-order, with no worker running.
+A task's ledger is the results of its signing activity (``longtools.workflows._ledger``), which
+its history keeps as local-activity markers: read from the first run of the task through each
+continue-as-new, in order, with no worker running.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Final
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from longtools.decisions._recording import LEDGER_ACTIVITY, LedgerSigned
+from longtools.decisions._records import LEDGER_ACTIVITY, LedgerSigned
 from longtools.decisions._rules import Voter, names_of, tags_of
 
 __all__ = ["decider_names", "decider_tags", "read_ledger"]
@@ -57,7 +57,8 @@ async def read_ledger(
 
 
 def decider_names(voter: Voter) -> list[str]:
-    """What a task that waits on ``voter`` is tagged by: their names and groups (``_recording``)."""
+    """What a task that waits on ``voter`` is tagged by: their names and groups (the workflow tags
+    it so in ``longtools.workflows._ask``)."""
     return sorted(
         {*(f"p:{name}" for name in names_of(voter.principal)), *(f"g:{group}" for group in voter.groups)}
     )

@@ -11,7 +11,7 @@ from temporalio import activity
 
 from longtools._settings import Settings
 from longtools.decisions._ledger import LedgerKeys
-from longtools.decisions._recording import LEDGER_ACTIVITY, LedgerBatch, LedgerSigned
+from longtools.decisions._records import LEDGER_ACTIVITY, LedgerBatch, LedgerSigned
 from longtools.decisions._rules import tags_of
 
 __all__ = ["ledger_keys", "signing_activity", "tag_ring"]
@@ -37,8 +37,8 @@ def signing_activity(
     keys: LedgerKeys, ring: Sequence[bytes]
 ) -> Callable[[LedgerBatch], Coroutine[Any, Any, LedgerSigned]]:
     """The activity that signs a task's entries with ``keys`` and tags the names it is given with
-    ``ring``'s first key (``_recording.Recorder.flush``). Each signed entry is also logged, one
-    ``ledger`` line each, for a SIEM that keeps its own copy."""
+    ``ring``'s first key (``longtools.workflows._ledger.Recorder.flush``). Each signed entry is
+    also logged, one ``ledger`` line each, for a SIEM that keeps its own copy."""
 
     @activity.defn(name=LEDGER_ACTIVITY)
     async def sign_ledger(batch: LedgerBatch) -> LedgerSigned:

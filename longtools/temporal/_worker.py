@@ -13,10 +13,11 @@ from temporalio.worker import Interceptor, Worker
 
 from longtools._settings import Settings
 from longtools.activities._ending import terminate_cancelled
-from longtools.decisions import RecordLedger, ledger_keys, signing_activity, tag_ring
+from longtools.decisions import ledger_keys, signing_activity, tag_ring
 from longtools.temporal._outcomes import ActivityOutcomes
 from longtools.tools import Registry
 from longtools.workflows._ask import CarryConversation
+from longtools.workflows._ledger import RecordLedger
 from longtools.workflows._metrics import TaskMetricsInterceptor
 
 

@@ -46,19 +46,20 @@ with workflow.unsafe.imports_passed_through():
         ListRootsResult,
     )
 
-    from longtools.decisions._deciding import Deciding, with_decision
-    from longtools.decisions._decision import (
+    from longtools.decisions import (
+        DECIDERS_ATTRIBUTE,
         Approved,
+        Approvers,
+        Deciding,
         Decision,
         DecisionEnd,
         DecisionState,
         Expired,
         Rejected,
         Stamp,
+        digest_of,
+        with_decision,
     )
-    from longtools.decisions._ledger import digest_of
-    from longtools.decisions._recording import DECIDERS_ATTRIBUTE, Recorder, recorder
-    from longtools.decisions._rules import Approvers
     from longtools.workflows._inputs import (
         AnsweredBy,
         Elicited,
@@ -72,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
         parse_answer,
         reasked,
     )
+    from longtools.workflows._ledger import Recorder, recorder
     from longtools.workflows._metrics import CARRIED_MEMO, TOOL_MEMO, first_input_requested, task_start_time
 
 TASK_MEMO = "longtools.task"
@@ -152,7 +154,7 @@ class _Conversation:
             deciding = self.deciding.get(key)
             if deciding is not None:
                 if isinstance(response, Mapping):
-                    deciding.take(response, recorder())
+                    deciding.take(response, recorder().append)
                 continue
             request = self.pending.get(key)
             if request is None or key in self.answers:

@@ -24,8 +24,9 @@ with workflow.unsafe.imports_passed_through():
         DeleteTicketRequest,
         HelpdeskActivities,
     )
-    from longtools.decisions import Approved, Approvers, Rejected, name_of, requester
+    from longtools.decisions import Approved, Approvers, Rejected, name_of
     from longtools.workflows._ask import ask_form, report
+    from longtools.workflows._ledger import requester
 
 _CALL = timedelta(seconds=30)
 

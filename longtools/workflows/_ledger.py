@@ -7,7 +7,8 @@ end. Whenever it is about to wait, and at its end, it hands the entries not yet 
 activity (:data:`LEDGER_ACTIVITY`, run by the worker, which holds the ledger keys). Temporal keeps
 that activity's result, the signed entries, in the task's history: a replayed workflow gets the
 same entries back without signing again, and the API reads the ledger from that history, with no
-worker running (``longtools.decisions.read_ledger``).
+worker running (``longtools.decisions.read_ledger``). The entries' format, their signing and
+their check are ``longtools.decisions``'; this is where a workflow writes them.
 
 New behaviour of every task, so it is behind ``workflow.patched``: a task that started on older
 code replays as it ran, and keeps no ledger.
@@ -22,7 +23,7 @@ from typing import Any, Final, NoReturn
 
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.worker import (
     ContinueAsNewInput,
     ExecuteWorkflowInput,
@@ -33,29 +34,23 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from longtools.decisions._decision import ExitState, Proposal, redacted
-from longtools.decisions._ledger import EntryKind, chain, digest_of
+from longtools.decisions import (
+    EXIT_MEMO,
+    LEDGER_ACTIVITY,
+    EntryKind,
+    ExitState,
+    LedgerBatch,
+    LedgerSigned,
+    Proposal,
+    chain,
+    digest_of,
+    redacted,
+)
 from longtools.workflows._errors import run_ending
 from longtools.workflows._metrics import CREATED_MEMO, OWNER_MEMO, TITLE_MEMO, TOOL_MEMO
 
-__all__ = [
-    "DECIDERS_ATTRIBUTE",
-    "EXIT_MEMO",
-    "LEDGER_ACTIVITY",
-    "LedgerBatch",
-    "LedgerSigned",
-    "RecordLedger",
-    "Recorder",
-    "recorder",
-]
+__all__ = ["RecordLedger", "Recorder", "recorder", "requester"]
 
-LEDGER_ACTIVITY: Final = "longtools.ledger"
-"""The local activity that signs a batch of entries (``longtools.decisions.signing_activity``)."""
-EXIT_MEMO: Final = "longtools.exit"
-"""Memo key of the task's exit state (``ExitState``), set as it ends: shown with no history read."""
-DECIDERS_ATTRIBUTE: Final = SearchAttributeKey.for_keyword_list("LongtoolsDeciders")
-"""The keyed tags (``LedgerKeys.tag``) of everyone a task's open question waits for: what
-``/decisions`` finds a person's questions by. Empty once nothing waits."""
 _PATCH: Final = "longtools.ledger"
 _CARRIED: Final = "longtools.ledger-carried"
 _SIGN_TIMEOUT: Final = timedelta(seconds=10)
@@ -65,20 +60,6 @@ _SIGN_RETRY: Final = RetryPolicy(
 _BATCH: Final = 64
 """Entries signed together at most: a long run of steps with no wait between (5,000 activities)
 signs as it goes, in results Temporal takes (one batch of everything outgrew a payload's limit)."""
-
-
-class LedgerBatch(BaseModel):
-    """Entries to sign, and names to tag (``p:<principal or name>``, ``g:<group>``)."""
-
-    entries: list[dict[str, Any]]
-    tags: list[str] = []
-
-
-class LedgerSigned(BaseModel):
-    """The batch's entries, signed (``LedgerKeys.sign``), and the names' tags in the same order."""
-
-    entries: list[dict[str, Any]]
-    tags: list[str] = []
 
 
 class Recorder:
