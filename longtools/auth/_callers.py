@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import structlog
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.context import ServerRequestContext
 from starlette.authentication import AuthCredentials, AuthenticationBackend
 from starlette.datastructures import Headers
@@ -96,7 +96,12 @@ def _caller(scope: Mapping[str, Any]) -> Caller:
     user = scope.get("user")
     if not isinstance(user, AuthenticatedUser):
         return Caller(principal=ANONYMOUS)
-    token = user.access_token
+    return caller_of_token(user.access_token)
+
+
+def caller_of_token(token: AccessToken) -> Caller:
+    """The caller a verified bearer token is (``BearerVerifier.verify_token``'s answer), as ``/mcp``
+    sees it: for a route outside ``/mcp`` that takes the same tokens (a task's ledger)."""
     claimed = (token.claims or {}).get("groups")
     groups = frozenset(str(group) for group in claimed) if isinstance(claimed, list) else frozenset()
     return Caller(

@@ -282,7 +282,7 @@ _DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback for u
 task_cli = typer.Typer(
     cls=_Group,
     name="task",
-    help="Look at, follow, answer or cancel a task on an MCP server (Tasks extension).",
+    help="Look at, follow, answer, cancel or audit a task on an MCP server (Tasks extension).",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -449,6 +449,67 @@ def task_cancel(url: _UrlArg, task_id: _TaskIdArg, token: _TokenOpt = None, debu
     from longtools import client as _client
 
     _run_client(lambda terminal: _client.task_cancel(url, task_id, token, terminal), debug)
+
+
+@task_cli.command("audit", context_settings=_TASK_COMMAND, cls=_ClientCommand)
+def task_audit(url: _UrlArg, task_id: _TaskIdArg, token: _TokenOpt = None, debug: _DebugOpt = False) -> None:
+    """Print a task's ledger, one signed entry a JSON line, oldest first (save it, then check it
+    offline with `longtools audit verify`).
+
+    For the task's owner, and for an approver while its question waits for them.
+    """
+    from longtools import client as _client
+
+    _run_client(lambda terminal: _client.task_audit(url, task_id, token, terminal), debug)
+
+
+audit_cli = typer.Typer(
+    cls=_Group,
+    name="audit",
+    help="Check a saved task ledger offline, and print the keys that sign ledgers.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+cli.add_typer(audit_cli)
+
+
+@audit_cli.command("verify")
+def audit_verify(
+    file: Annotated[
+        str,
+        typer.Argument(help="A ledger as `longtools task audit` printed it (JSON lines); - reads stdin."),
+    ],
+    key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key",
+            metavar="PUBLIC",
+            help="Trust only this public key's signatures (repeatable; `longtools audit keys` prints them).",
+        ),
+    ] = None,
+) -> None:
+    """Check a ledger offline: every entry unchanged, none removed or moved, each signed.
+
+    Prints "OK: ..." and exits 0, or "FAILED: entry at line L (seq S): ..." naming the first entry
+    that does not hold, and exits 1. Without --key, any key the file names is taken: pin the
+    deployment's.
+    """
+    from longtools.cli._audit import verify
+
+    raise typer.Exit(verify(file, key or []))
+
+
+@audit_cli.command("keys")
+def audit_keys(data_dir: _KeysDataDirOpt = None) -> None:
+    """Print the deployment's ledger public keys, one a line, the signing one first.
+
+    From LONGTOOLS_LEDGER_KEYS, or derived from the payload keys (LONGTOOLS_PAYLOAD_KEYS, or the
+    keys.json of --data-dir) as the workers derive them. Public halves only: safe to hand to an
+    auditor, for `longtools audit verify --key`.
+    """
+    from longtools.cli._audit import keys
+
+    raise typer.Exit(keys(data_dir))
 
 
 def _run_client(command: Callable[[Terminal], int], debug: bool) -> NoReturn:

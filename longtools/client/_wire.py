@@ -23,7 +23,8 @@ import ipaddress
 import json
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -96,12 +97,55 @@ class Connection:
                     self._http.set_tunnel(self._host, self._port, headers=auth)
         return self._http
 
-    def _target(self, headers: dict[str, str]) -> str:
-        """What the request line names: the path, or through a plain-HTTP proxy the whole URL."""
+    def _target(self, headers: dict[str, str], path: str | None = None) -> str:
+        """What the request line names: the path (the endpoint's, unless ``path``), or through a
+        plain-HTTP proxy the whole URL."""
+        path = self._path if path is None else path
         if self._proxy is None or self._https:
-            return self._path
+            return path
         headers.update(self._proxy[2])
-        return f"http://{self._host}{'' if self._port is None else f':{self._port}'}{self._path}"
+        return f"http://{self._host}{'' if self._port is None else f':{self._port}'}{path}"
+
+    def beside(self, path: str) -> str:
+        """The path of ``path`` (relative) beside the MCP endpoint: ``tasks/ID/ledger`` of
+        ``http://host/mcp`` is ``/tasks/ID/ledger``, of ``https://host/tools/mcp`` (a proxy's
+        prefix) ``/tools/tasks/ID/ledger``."""
+        return self._path.split("?", 1)[0].rsplit("/", 1)[0] + "/" + path
+
+    def get(self, path: str, accept: str) -> tuple[int, str, bytes]:
+        """GET ``path`` of this server (``beside``), with the token: the status, the content type
+        and the body. Redirects are not followed (the pages send a person without a session to
+        sign in).
+
+        Raises:
+            ClientError: no HTTP answer (connection refused, timed out, broken).
+        """
+        headers = {"accept": accept}
+        if self._token:
+            headers["authorization"] = f"Bearer {self._token}"
+        connection = self._connection()
+        try:
+            with self._failures():
+                connection.request("GET", self._target(headers, self.beside(path)), headers=headers)
+                response = connection.getresponse()
+                if connection.sock is not None:
+                    connection.sock.settimeout(READ_TIMEOUT_S)
+                return response.status, response.getheader("content-type", ""), response.read()
+        except BaseException:
+            self.close()
+            raise
+
+    @contextmanager
+    def _failures(self) -> Iterator[None]:
+        """A failure to reach the server as one line for a person."""
+        try:
+            yield
+        except (ConnectionRefusedError, socket.gaierror):
+            raise ClientError(f"cannot connect to {self.url}: is the server running?") from None
+        except TimeoutError:
+            raise ClientError(f"{self.url} did not answer in time; is the server overloaded?") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise ClientError(f"the connection to {self.url} failed ({exc}); try again") from None
 
     def request(
         self,
@@ -146,18 +190,12 @@ class Connection:
 
     def _exchange(self, body: bytes, headers: dict[str, str], notify: Notify | None) -> dict[str, Any]:
         connection = self._connection()
-        try:
+        with self._failures():
             connection.request("POST", self._target(headers), body=body, headers=headers)
             response = connection.getresponse()
             if connection.sock is not None:
                 connection.sock.settimeout(READ_TIMEOUT_S)
             return self._answer(response, notify)
-        except (ConnectionRefusedError, socket.gaierror):
-            raise ClientError(f"cannot connect to {self.url}: is the server running?") from None
-        except TimeoutError:
-            raise ClientError(f"{self.url} did not answer in time; is the server overloaded?") from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise ClientError(f"the connection to {self.url} failed ({exc}); try again") from None
 
     def _answer(self, response: http.client.HTTPResponse, notify: Notify | None) -> dict[str, Any]:
         kind = response.getheader("content-type", "")
