@@ -201,12 +201,16 @@ def test_a_deletion_records_its_intent_question_each_vote_the_decision_each_dele
         for who in ("bob", "dave")
     ]
     assert decided["data"] == {"question": "approval", "outcome": "approved", "proposal": proposal}
+    # Each deletion says which ticket it deleted (the result's for_ledger()), and on which attempt.
     for deletion in (first, second):
+        ticket = deletion["data"]["result"]["ticket"]
         assert deletion["data"] == {
             "activity": "helpdesk.delete_ticket",
             "outcome": "completed",
             "attempt": 1,
+            "result": {"ticket": ticket, "result": "deleted"},
         }
+    assert len({deletion["data"]["result"]["ticket"] for deletion in (first, second)}) == 2
     assert end["data"] == {"exit": "completed"}
 
 

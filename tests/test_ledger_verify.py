@@ -89,6 +89,20 @@ def test_an_entry_of_another_tasks_ledger_does_not_follow() -> None:
     assert verify_entries([mine[0], theirs[1]]).at_line == 2
 
 
+def test_a_whole_ledger_of_another_task_fails_once_the_task_is_pinned(tmp_path: Path) -> None:
+    theirs = ledger(LedgerKeys([SEED]), "t-2")
+    assert verify_entries(theirs).problem is None  # it holds, as a ledger of t-2
+    pinned = verify_entries(theirs, task="t-1")
+    assert pinned.at_line == 1 and pinned.problem is not None and "belongs to task t-2" in pinned.problem
+    saved = tmp_path / "ledger.jsonl"
+    saved.write_text("\n".join(theirs) + "\n")
+    assert audit("verify", str(saved), "--task", "t-1") == (
+        1,
+        "FAILED: entry at line 1 (seq 0): belongs to task t-2, not t-1\n",
+    )
+    assert audit("verify", str(saved), "--task", "t-2")[0] == 0
+
+
 def test_the_ring_signs_with_its_first_key_and_derives_a_ring_key_for_key() -> None:
     old, new = LedgerKeys([SEED]), LedgerKeys([OTHER, SEED])
     assert new.public == [LedgerKeys([OTHER]).public[0], old.public[0]]

@@ -326,6 +326,10 @@ class DeleteTicketOutcome(BaseModel):
     attempt: int
     """The activity's attempt that reported it (the task's ledger keeps it with the effect)."""
 
+    def for_ledger(self) -> dict[str, str]:
+        """What the task's ledger says of this effect: which ticket, and what became of it."""
+        return {"ticket": self.ticket_id, "result": self.result}
+
 
 class ConnectMailboxRequest(BaseModel):
     address: str

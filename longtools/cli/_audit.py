@@ -28,7 +28,7 @@ __all__ = ["keys", "verify"]
 _PUBLIC_KEY_BYTES: Final = 32
 
 
-def verify(file: str, trusted: list[str]) -> int:
+def verify(file: str, trusted: list[str], task: str | None = None) -> int:
     """Check the ledger in ``file`` (``-``: stdin); print what holds, or the first entry that does
     not. 0 when it holds, 1 when it does not (2 for a file that cannot be read, a bad ``--key``)."""
     for key in trusted:
@@ -38,7 +38,7 @@ def verify(file: str, trusted: list[str]) -> int:
                 "as `longtools audit keys` prints them"
             )
     lines = _lines(file)
-    found = verify_entries(lines, trusted=trusted or None)
+    found = verify_entries(lines, trusted=trusted or None, task=task)
     if found.problem is not None:
         typer.echo(f"FAILED: {found.problem}")
         return 1

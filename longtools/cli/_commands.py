@@ -487,16 +487,20 @@ def audit_verify(
             help="Trust only this public key's signatures (repeatable; `longtools audit keys` prints them).",
         ),
     ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", metavar="ID", help="Require every entry to be of this task."),
+    ] = None,
 ) -> None:
     """Check a ledger offline: every entry unchanged, none removed or moved, each signed.
 
     Prints "OK: ..." and exits 0, or "FAILED: entry at line L (seq S): ..." naming the first entry
     that does not hold, and exits 1. Without --key, any key the file names is taken: pin the
-    deployment's.
+    deployment's. Without --task, a whole ledger of another task holds too: pin the task.
     """
     from longtools.cli._audit import verify
 
-    raise typer.Exit(verify(file, key or []))
+    raise typer.Exit(verify(file, key or [], task))
 
 
 @audit_cli.command("keys")

@@ -41,6 +41,7 @@ from longtools.decisions._ledger import (
     canonical,
     chain,
     digest_of,
+    ledger_time,
     verify_entries,
 )
 from longtools.decisions._reading import decider_names, decider_tags, read_ledger
@@ -90,6 +91,7 @@ __all__ = [
     "decision_of",
     "digest_of",
     "ledger_keys",
+    "ledger_time",
     "name_of",
     "names_of",
     "parse_groups",

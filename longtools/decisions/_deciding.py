@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 
 from longtools.decisions._decision import DECISION_META, Ballot, DecisionState, Stamp
-from longtools.decisions._ledger import EntryKind
+from longtools.decisions._ledger import EntryKind, ledger_time
 from longtools.decisions._rules import Voter
 
 __all__ = ["Deciding", "with_decision"]
@@ -76,7 +76,7 @@ class Deciding(Generic[M]):
         if decision == "reject":
             self.state = replace(self.state, outcome="rejected", by=stamp.principal)
         else:
-            at = workflow.now().isoformat()
+            at = ledger_time(workflow.now())
             self.state = self.state.with_vote(Ballot(principal=stamp.principal, at=at))
             if self.state.outcome == "approved":
                 self.content = content

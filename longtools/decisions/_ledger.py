@@ -23,6 +23,7 @@ import hmac
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from cryptography.exceptions import InvalidSignature
@@ -37,6 +38,7 @@ __all__ = [
     "canonical",
     "chain",
     "digest_of",
+    "ledger_time",
     "verify_entries",
 ]
 
@@ -57,6 +59,11 @@ def canonical(value: Any) -> bytes:
     """``value`` as canonical JSON bytes: sorted keys, no spaces, UTF-8, floats in their shortest
     round-trip form (Python's ``repr``; entries themselves hold none: times are ISO 8601 text)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def ledger_time(moment: datetime) -> str:
+    """A time as entries and decisions write it: ISO 8601 in UTC, ending ``Z``."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def digest_of(value: Any) -> str:
@@ -144,10 +151,13 @@ class Verified:
     """Whether its last entry is the task's ``end``: a ledger cut short after its end reads as not ended."""
 
 
-def verify_entries(lines: Iterable[str], trusted: Sequence[str] | None = None) -> Verified:
+def verify_entries(
+    lines: Iterable[str], trusted: Sequence[str] | None = None, task: str | None = None
+) -> Verified:
     """Check a ledger as exported (one JSON entry per line): each entry's hash is that of its
     content, covers the entry before it, is numbered in order, and is signed by its key, one of
-    ``trusted`` (public keys as entries name them) when given.
+    ``trusted`` (public keys as entries name them) when given, and of ``task`` when given (else of
+    the task the first entry names: a whole ledger of another task holds too, unless pinned).
 
     Stops at the first problem, naming the entry: a changed field breaks that entry's hash; a
     removed entry breaks the ``prev``/``seq`` of the next one; two swapped entries break the first
@@ -155,7 +165,6 @@ def verify_entries(lines: Iterable[str], trusted: Sequence[str] | None = None) -
     """
     previous, count = "", 0
     keys: list[str] = []
-    task: str | None = None
     last_kind: str | None = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -188,6 +197,7 @@ def verify_entries(lines: Iterable[str], trusted: Sequence[str] | None = None) -
             return wrong(f"is numbered {seq}, where {count} comes: an entry was removed or moved", seq)
         if task is not None and entry["task"] != task:
             return wrong(f"belongs to task {entry['task']}, not {task}", seq)
+        task = task or str(entry["task"])
         if trusted is not None and entry["key"] not in trusted:
             return wrong("is signed by a key that is not trusted", seq)
         try:
@@ -197,7 +207,7 @@ def verify_entries(lines: Iterable[str], trusted: Sequence[str] | None = None) -
             return wrong("has a signature its key did not make", seq)
         if entry["key"] not in keys:
             keys.append(entry["key"])
-        task, previous, count, last_kind = entry["task"], digest, count + 1, entry["kind"]
+        previous, count, last_kind = digest, count + 1, entry["kind"]
     if not count:
         return Verified(entries=0, problem="the ledger has no entries")
     return Verified(entries=count, keys=tuple(keys), ended=last_kind == "end")

@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         Rejected,
         Stamp,
         digest_of,
+        ledger_time,
         with_decision,
     )
     from longtools.workflows._inputs import (
@@ -464,7 +465,7 @@ async def _decide(
     state = DecisionState(
         proposal=ledger.proposal(summary),
         rule=rule,
-        deadline=None if deadline is None else deadline.isoformat(),
+        deadline=None if deadline is None else ledger_time(deadline),
     )
     key = conversation.fresh_key("approval")
     deciding = Deciding(key, state, model)
@@ -495,7 +496,7 @@ async def _decide(
             deciding.changed = False
         elif escalate_at is not None and workflow.now() >= escalate_at:
             escalate_at = None
-            deciding.state = replace(deciding.state, escalated_at=workflow.now().isoformat())
+            deciding.state = replace(deciding.state, escalated_at=ledger_time(workflow.now()))
             widened = [] if rule is None or rule.escalate is None else list(rule.escalate.groups)
             ledger.append("escalated", {"question": key, "groups": widened})
         elif deadline is not None and workflow.now() >= deadline:

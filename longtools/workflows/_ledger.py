@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import UTC, timedelta
+from datetime import timedelta
 from typing import Any, Final, NoReturn
 
 from pydantic import BaseModel
@@ -44,6 +44,7 @@ from longtools.decisions import (
     Proposal,
     chain,
     digest_of,
+    ledger_time,
     redacted,
 )
 from longtools.workflows._errors import run_ending
@@ -81,7 +82,7 @@ class Recorder:
     def append(self, kind: EntryKind, data: Mapping[str, Any]) -> None:
         if not self.enabled:
             return
-        at = workflow.now().astimezone(UTC).isoformat().replace("+00:00", "Z")
+        at = ledger_time(workflow.now())
         entry = chain(workflow.info().workflow_id, self.seq, at, kind, data, self.head)
         self.seq, self.head = self.seq + 1, entry["hash"]
         self.pending.append(entry)
@@ -210,6 +211,24 @@ async def _end(ledger: Recorder, ended: str) -> None:
     await ledger.settle()
 
 
+def _described(result: Any) -> dict[str, Any]:
+    """What an activity's result says of itself for the ledger: its ``attempt`` (an int field,
+    from ``activity.info().attempt``) and what its ``for_ledger()`` gives (plain values a reader
+    may see, e.g. which ticket it deleted): never the result itself, which may hold anything."""
+    described: dict[str, Any] = {}
+    attempt = getattr(result, "attempt", None)
+    if isinstance(attempt, int):
+        described["attempt"] = attempt
+    for_ledger = getattr(result, "for_ledger", None)
+    if callable(for_ledger):
+        said = for_ledger()
+        if isinstance(said, Mapping):
+            described["result"] = {
+                str(name): value for name, value in said.items() if isinstance(value, str | int | bool)
+            }
+    return described
+
+
 class _Outbound(WorkflowOutboundInterceptor):
     def start_activity(self, input: StartActivityInput) -> workflow.ActivityHandle[Any]:
         handle = super().start_activity(input)
@@ -228,9 +247,7 @@ class _Outbound(WorkflowOutboundInterceptor):
                     data["error"] = type(cause or error).__name__
                 else:
                     data["outcome"] = "completed"
-                    attempt = getattr(done.result(), "attempt", None)
-                    if isinstance(attempt, int):
-                        data["attempt"] = attempt
+                    data.update(_described(done.result()))
                 ledger.append("effect", data)
 
             handle.add_done_callback(ended)
