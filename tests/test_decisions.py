@@ -122,11 +122,13 @@ def test_two_leads_but_the_requester_approve_delete_customer_and_each_ticket_is_
     assert shown["votes"] == [] and link in asked["statusMessage"]
     alice, bob, dave, carol = (people(who) for who in ("alice", "bob", "dave", "carol"))
     made_up = carol.get(link.rsplit("/", 1)[0] + "/" + secrets.token_urlsafe(40))
-    # alice may not vote on her own request; carol is not a lead: both are told it is not known,
-    # the page a made-up link gets.
-    for outsider in (alice, carol):
-        refused = outsider.get(link)
-        assert refused.status == 404 and refused.heading == made_up.heading
+    # carol is not a lead: she is told it is not known, the page a made-up link gets.
+    refused = carol.get(link)
+    assert refused.status == 404 and refused.heading == made_up.heading
+    # alice may not vote on her own request: the link takes her to her task's page, no form.
+    own = alice.get(link)
+    assert own.status == 200 and "You asked for this; others decide." in own.text
+    assert own.response.url.path == f"/tasks/{task_id}" and 'class="answer"' not in own.text
     opened = bob.get(link)
     assert opened.status == 200 and "Deletes these tickets" in opened.text
     assert all(ticket in opened.text for ticket in tickets)
@@ -137,8 +139,10 @@ def test_two_leads_but_the_requester_approve_delete_customer_and_each_ticket_is_
     ] == ["bob"]
     # bob again: his vote is in, the page says so, and a second send is not a second vote.
     again = bob.get(link)
-    assert again.status == 409
-    bob.send(link, opened, {"note": "twice"})
+    assert again.status == 200 and again.heading == "Your vote is in" and 'class="answer"' not in again.text
+    assert "1 of 2 approvals: bob" in again.text
+    twice = bob.send(link, opened, {"note": "twice"})
+    assert twice.status == 409 and "this one was not counted" in twice.text
     _asking(leads, "alice", task_id, "1 of 2 approvals: bob")
     dave.answer(link, {})
     done = _ended(leads, "alice", task_id)

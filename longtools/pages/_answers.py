@@ -16,6 +16,12 @@ question is not claimed, so their answer once allowed again is still its first. 
 checks again inside the claim; a permission withdrawn in between is told the same, and that claim
 is then spent.
 
+**A decision** (``longtools.decisions``: approvers, a quorum) has one link for all its approvers.
+It opens for those its rule admits (to anyone else it is the "not known" page of a made-up link);
+each votes once (the claim is per person), on the proposal the page showed (its digest goes with
+the vote). An approver whose vote is in reads how the decision stands; the person who asked,
+whom the rule does not admit, is sent to their task's page, which follows it.
+
 **Asked again.** A workflow that asks again because an answer broke a rule its form could not say
 (``longtools.workflows.Reask``) gets its new question shown at once, with each reason beside its
 field and the person's values filled in again (never a secret's).
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -36,11 +43,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from longtools._settings import Settings
 from longtools.auth import Caller
-from longtools.decisions import decision_of, name_of
+from longtools.decisions import DecisionState, Voter, decision_of
 from longtools.pages._forms import FORM_ERROR, Field, content_of, fields_of, form_values, schema_errors
 from longtools.pages._frame import Frame, Refused
 from longtools.pages._sessions import PageSession
-from longtools.pages._views import TaskCard
+from longtools.pages._views import TaskCard, decision_card
 from longtools.tasks import (
     AnswerLinks,
     AnswerNotAuthorized,
@@ -95,7 +102,7 @@ class Answers:
         links: AnswerLinks,
         once: RunOnce,
         card: Callable[[TaskView, PageSession], TaskCard],
-        settle: Callable[[TaskView, PageSession, Callable[[TaskView], bool]], Awaitable[TaskView]],
+        settle: Callable[[TaskView, PageSession, Callable[[TaskView], bool], str], Awaitable[TaskView]],
     ) -> None:
         self._settings = settings
         self._frame = frame
@@ -104,15 +111,20 @@ class Answers:
         self._once = once
         self._card = card
         self._settle = settle
-        """Wait a moment for the workflow to take an answer (``Pages._settle``): the next page then
-        shows what comes next, not the question again."""
+        """Wait a moment for the workflow to take an answer (``Pages._settle``), reading the task as
+        its owner: the next page then shows what comes next, not the question again."""
 
     async def page(self, request: Request) -> Response:
         session, fresh = await self._frame.signed_in(request)
-        view, key, question = await self._question(request, session)
-        if question is None:
-            raise Refused(self._frame.message(session, 409, "answered", card=self._card(view, session)))
-        return self._frame.kept(self._form(view, key, question, session), request, session, fresh)
+        opened = await self._question(request, session)
+        if opened.asked:
+            return self._frame.kept(_to_task(opened.view), request, session, fresh)
+        if opened.voted:
+            return self._frame.kept(self._voted(opened, session, opened.view), request, session, fresh)
+        if opened.question is None:
+            card = self._card(opened.view, session) if opened.mine else None
+            raise Refused(self._frame.message(session, 409, "answered", card=card))
+        return self._frame.kept(self._form(opened, opened.question, session), request, session, fresh)
 
     async def post(self, request: Request) -> Response:
         try:
@@ -120,7 +132,10 @@ class Answers:
         except Refused:
             raise Refused(await self._signed_out(request)) from None
         form = await self._frame.form(request, session)
-        view, key, question = await self._question(request, session)
+        opened = await self._question(request, session)
+        view, key, question = opened.view, opened.key, opened.question
+        if opened.asked:  # a vote of the person who asked, whom the rule does not admit: none is sent
+            return self._frame.kept(_to_task(view), request, session, fresh)
         action = (form.get("action") or ["accept"])[-1]
         # What was sent, as the claim compares it: the form as posted, but its CSRF token (another
         # tab's form of the same answer is the same answer); a decline, whatever was typed.
@@ -131,16 +146,16 @@ class Answers:
         )
         digest = derive_id(self._tasks.ids.secret, "page answer digest", json.dumps(sent, ensure_ascii=False))
         if question is None:
-            # Taken or closed since the page was shown: the claim says whether by this very answer
-            # (a double click), by another, or by no answer sent here.
+            # Taken or closed since the page was shown (or this person's vote is in): the claim
+            # says whether by this very answer (a double click), by another, or by none sent here.
             outcome = await self._claimed(view, key, None, digest, session.caller)
-            return await self._told(request, session, fresh, view, key, outcome)
+            return await self._told(request, session, fresh, opened, outcome)
         try:
             # Before the claim, and before the answer is read: a refused answer leaves the
             # question unclaimed, and says nothing of whether it would have fitted.
             await self._tasks.check_answerer(view, session.caller)
         except AnswerNotAuthorized:
-            return self._frame.kept(self._not_allowed(view, session), request, session, fresh)
+            return self._frame.kept(self._not_allowed(opened, session), request, session, fresh)
         params = question.get("params") or {}
         schema = params.get("requestedSchema") or {"type": "object", "properties": {}}
         sensitive = marking_of(question).sensitive
@@ -152,42 +167,61 @@ class Answers:
             errors = {**schema_errors(schema, content), **errors}
             if errors:
                 shown = {} if sensitive else {name: values for name, values in form.items() if name != "csrf"}
-                return self._form(view, key, question, session, errors=errors, values=shown, status=422)
+                return self._form(opened, question, session, errors=errors, values=shown, status=422)
             response = {"action": "accept", "content": content}
         try:
             checked = check_answer(key, question, response)
         except AnswerRejected:  # the page's own check said it fits: only a newer check could differ
             said = "This answer does not fit the question. Check each field and send it again."
-            return self._form(view, key, question, session, errors={FORM_ERROR: said}, status=422)
+            return self._form(opened, question, session, errors={FORM_ERROR: said}, status=422)
         size = len(json.dumps({key: checked}, separators=(",", ":")))
         if view.answered_bytes + size > self._settings.max_task_answer_bytes:
             said = "This task cannot take any more answers (LONGTOOLS_MAX_TASK_ANSWER_BYTES)."
-            return self._form(view, key, question, session, errors={FORM_ERROR: said}, status=422)
+            return self._form(opened, question, session, errors={FORM_ERROR: said}, status=422)
         digests = form.get("digest")
         seen = digests[-1] if digests else None  # the proposal the page showed (a decision's)
+        if opened.decision is not None and seen != opened.decision.digest:
+            # Before the claim: a vote on what the page no longer shows is no vote, and the person
+            # may still cast theirs on the proposal as it is now.
+            said = "The proposal has changed since this page was shown. Read it again before you vote."
+            return self._form(opened, question, session, errors={FORM_ERROR: said}, status=409)
         outcome = await self._claimed(view, key, response, digest, session.caller, seen)
         if outcome == "sent":
             log.info("page_answered", task_id=view.task_id, key=key, action=response["action"])
         elif outcome == "refused":  # withdrawn since the check above: the claim is spent
-            return self._frame.kept(self._not_allowed(view, session), request, session, fresh)
-        return await self._told(request, session, fresh, view, key, outcome, question)
+            return self._frame.kept(self._not_allowed(opened, session), request, session, fresh)
+        return await self._told(request, session, fresh, opened, outcome, question)
 
-    def _not_allowed(self, view: TaskView, session: PageSession) -> HTMLResponse:
+    def _not_allowed(self, opened: _Opened, session: PageSession) -> HTMLResponse:
         """The tool's own check refuses the person's answer now: 403, nothing delivered."""
-        return self._frame.message(session, 403, "not_allowed", card=self._card(view, session))
+        card = self._card(opened.view, session) if opened.mine else None
+        return self._frame.message(session, 403, "not_allowed", card=card)
 
     async def _told(
         self,
         request: Request,
         session: PageSession,
         fresh: bool,
-        view: TaskView,
-        key: str,
+        opened: _Opened,
         outcome: str,
         question: Mapping[str, Any] | None = None,
     ) -> Response:
         """What the sender of an answer sees, once the task has taken the answer that was taken."""
-        after = await self._settle(view, session, _taken(key))
+        view, key = opened.view, opened.key
+        if opened.decision is not None and not opened.mine:
+            # An approver's vote. Its page is this response, not a page to send them to: they may
+            # read the task only while its question waits on them or holds their vote
+            # (``Tasks.read_as_decider``), so once theirs was the vote that decided it, no later
+            # page could say how it stands. Sending the form again is the same vote (the claim),
+            # so a reload shows this page again and counts nothing twice.
+            counted = _counted(key, session.principal)
+            after = await self._settle(view, session, counted, opened.owner) if outcome == "sent" else view
+            if outcome == "unknown":
+                return self._frame.message(session, 503, "unknown_outcome")
+            return self._frame.kept(self._voted(opened, session, after, outcome), request, session, fresh)
+        # A vote leaves its question open until the rule is met: the wait is for the vote's count.
+        taken = _counted(key, session.principal) if opened.decision is not None else _taken(key)
+        after = await self._settle(view, session, taken, opened.owner)
         if outcome != "sent":  # what the task did with the answer that came first, if any
             return self._frame.message(
                 session,
@@ -265,24 +299,27 @@ class Answers:
             None, 401, "signed_out", next=request.url.path, expired=expired, answering=True
         )
 
-    async def _question(
-        self, request: Request, session: PageSession
-    ) -> tuple[TaskView, str, Mapping[str, Any] | None]:
-        """The task and question of the request's link, as ``session``'s principal may answer it:
-        None for a question it no longer asks (answered, or the task has moved on)."""
+    async def _question(self, request: Request, session: PageSession) -> _Opened:
+        """The task and question of the request's link, as ``session``'s person may see it.
+
+        Raises:
+            Refused: the "not known" page (404) for a link that is not this person's, or an
+                approvers' link whose rule does not admit them (the person who asked is sent to
+                their task's page instead: ``_Opened.asked``); "expired" (410).
+        """
         try:
             link = self._links.open(request.path_params["token"], session.principal)
         except LinkUnknown:
             raise Refused(self._frame.message(session, 404, "unknown")) from None
         except LinkExpired:
             raise Refused(self._frame.message(session, 410, "expired")) from None
+        voter = self._voter(session)
         try:
             if link.approvers:
                 # Anyone may hold an approvers' link; only those the question's rule admits see it.
-                voter = self._tasks.groups.voter(session.principal, session.caller.groups)
-                view, _ = await self._tasks.read_as_decider(link.task_id, voter)
+                view, owner = await self._tasks.read_as_decider(link.task_id, voter)
             else:
-                view = await self._tasks.to_answer(link.task_id, session.principal)
+                view, owner = await self._tasks.to_answer(link.task_id, session.principal), session.principal
         except TaskNotFound as exc:
             kind = "expired" if "expired" in str(exc) else "unknown"
             raise Refused(self._frame.message(session, 410 if kind == "expired" else 404, kind)) from None
@@ -290,20 +327,60 @@ class Answers:
         if question is not None and question.get("method") != "elicitation/create":
             question = None  # only its client answers it
         decision = None if question is None else decision_of(question)
-        if link.approvers and (decision is None or decision.rule is None):
+        if decision is not None and decision.rule is None:
+            decision = None  # the person who asked decides: their own question, answered as any
+        mine = owner == session.principal
+        opened = _Opened(
+            view=view, key=link.key, question=question, owner=owner, mine=mine, decision=decision
+        )
+        if decision is None:
+            if not link.approvers:
+                return opened
+            if mine:  # the approvers' link of their own task, once its question is decided
+                return replace(opened, question=None, asked=True)
             raise Refused(self._frame.message(session, 404, "unknown"))  # not a link this server made so
-        if decision is not None and decision.rule is not None:
-            voter = self._tasks.groups.voter(session.principal, session.caller.groups)
-            if decision.voted(voter.principal):
-                question = None  # their vote is in: the page shows how the decision stands
-            elif not decision.admits(voter):
-                raise Refused(self._frame.message(session, 404, "unknown"))
-        return view, link.key, question
+        if decision.voted(voter.principal):
+            return replace(opened, question=None, voted=True)  # the page shows how the decision stands
+        if decision.admits(voter):
+            return opened
+        if mine:
+            # The person who asked, whom the rule does not admit (excluded, or not in it): sent to
+            # their task's page rather than shown a page of its own here. That page shows the same
+            # decision (the proposal's summary, the rule, each vote as it comes, the link to pass
+            # on), follows it live and says how the task ended; a page here would be a second,
+            # still copy of it. Anyone else the rule does not admit reads the "not known" page,
+            # exactly as a made-up link's.
+            return replace(opened, question=None, asked=True)
+        raise Refused(self._frame.message(session, 404, "unknown"))
+
+    def _voter(self, session: PageSession) -> Voter:
+        return self._tasks.groups.voter(session.principal, session.caller.groups)
+
+    def _voted(
+        self, opened: _Opened, session: PageSession, after: TaskView, outcome: str = "sent"
+    ) -> HTMLResponse:
+        """The page of an approver whose vote is in: how the decision stands now (``after``), or
+        that it is decided, and the proposal they voted on. 409 for a vote that was not counted (a
+        second, different one: ``lost``; one the question had closed before: ``closed``)."""
+        assert opened.decision is not None
+        voter = self._voter(session)
+        question = (after.input_requests or {}).get(opened.key) if after.status == "input_required" else None
+        now = None if question is None else decision_of(question)
+        return self._frame.render(
+            "answer.html",
+            200 if outcome == "sent" else 409,
+            session=session,
+            card=self._card(after, session),
+            mine=opened.mine,
+            voted=True,
+            outcome=outcome,
+            decision=decision_card(opened.decision, opened.key, opened.view, self._links, voter),
+            standing=None if now is None else decision_card(now, opened.key, after, self._links, voter),
+        )
 
     def _form(
         self,
-        view: TaskView,
-        key: str,
+        opened: _Opened,
         question: Mapping[str, Any],
         session: PageSession,
         *,
@@ -311,9 +388,13 @@ class Answers:
         values: Mapping[str, list[str]] | None = None,
         status: int = 200,
     ) -> HTMLResponse:
+        view, key = opened.view, opened.key
         params = question.get("params") or {}
         marking = marking_of(question)
-        decision = decision_of(question)
+        found = decision_of(question)
+        decision = (
+            None if found is None else decision_card(found, key, view, self._links, self._voter(session))
+        )
         schema = params.get("requestedSchema") or {}
         fields = fields_of(schema, sensitive=marking.sensitive)
         message = str(params.get("message") or "")
@@ -329,6 +410,7 @@ class Answers:
             status,
             session=session,
             card=self._card(view, session),
+            mine=opened.mine,
             key=key,
             message=message,
             fields=fields,
@@ -337,11 +419,46 @@ class Answers:
             form_error=(errors or {}).get(FORM_ERROR),
             marking=marking,
             decision=decision,
-            requester=None if decision is None else name_of(decision.proposal.requester),
             again=again,
             # Restored by page.js after a sign-in that expired on the way: only on a fresh form.
             draft=status == 200 and not again,
         )
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """An answer link, opened for the person signed in."""
+
+    view: TaskView
+    key: str
+    question: Mapping[str, Any] | None
+    """What the person may answer now; None when there is nothing (answered, the task has moved
+    on, their vote is in, or they asked and others decide)."""
+    owner: str
+    mine: bool
+    """The person owns the task (an approver who does not has no page of it)."""
+    decision: DecisionState | None
+    """The question's decision, when approvers decide it (``Approvers``), as the link opened."""
+    voted: bool = False
+    """The person's vote on ``decision`` is in."""
+    asked: bool = False
+    """The person asked, and the decision is not (or no longer) theirs to take: their task's page."""
+
+
+def _to_task(view: TaskView) -> RedirectResponse:
+    return RedirectResponse(f"/tasks/{view.task_id}", status_code=303)
+
+
+def _counted(key: str, principal: str) -> Callable[[TaskView], bool]:
+    """Whether the task has taken ``principal``'s vote on question ``key``: counted, or the
+    question decided (gone, or with its outcome)."""
+
+    def counted(now: TaskView) -> bool:
+        question = (now.input_requests or {}).get(key) if now.status == "input_required" else None
+        decision = None if question is None else decision_of(question)
+        return decision is None or decision.voted(principal) or decision.outcome is not None
+
+    return counted
 
 
 def _taken(key: str) -> Callable[[TaskView], bool]:

@@ -1,12 +1,15 @@
 """The pages' routes: answer a question through its link (``_answers``), follow a task, list one's
-tasks, cancel one (and the sign-in's, ``_signin``). API process, on the port of ``/mcp``.
+tasks, cancel one, list the decisions waiting for one (``_decisions``), and the sign-in's
+(``_signin``). API process, on the port of ``/mcp``.
 
-Every page is rendered on the server (Jinja2, autoescaped); ``page.js`` only follows a task live,
-by asking ``/tasks/<id>/live`` for the part that changed. Each answer goes the way ``tasks/update``'s
+Every page is rendered on the server (Jinja2, autoescaped); ``page.js`` only follows a task (or a
+list) live, by asking ``.../live`` for the part that changed. Each answer goes the way ``tasks/update``'s
 goes (``Tasks.answer``, checked the same, signalled through Temporal), so any replica serves any page.
 
 Who may see what: a page shows only the signed-in principal's own tasks, and a link opens only for
-the principal it was made for (``AnswerLinks``): another's link reads exactly as a made-up one.
+the principal it was made for (``AnswerLinks``): another's link reads exactly as a made-up one. A
+decision's approvers' link, and ``/decisions``, show an approver the decision (its proposal, rule
+and votes) while its rule admits them, never the task's own page.
 
 What a page that follows its tasks costs (``_live``): its wait for news holds a place of the
 pages' own, ends when the browser leaves, and starts from the listing it shows; a task started
@@ -35,12 +38,14 @@ from longtools._sealing import Sealer, Unsealable
 from longtools._settings import Settings
 from longtools.auth import BearerVerifier
 from longtools.pages._answers import Answers
+from longtools.pages._decisions import Decisions, Verdicts
 from longtools.pages._frame import Frame, Refused
-from longtools.pages._live import Arrivals, Listing, Listings, PageWaits, until_left
+from longtools.pages._ledgers import Ledgers
+from longtools.pages._live import Arrivals, Listing, Listings, PageWaits, pace, while_here
 from longtools.pages._sessions import PageSession, Sessions
 from longtools.pages._signin import SignIn
 from longtools.pages._signouts import SignOuts
-from longtools.pages._views import TaskCard, card_of, signature
+from longtools.pages._views import TaskCard, Verdict, card_of, signature
 from longtools.tasks import (
     ANSWER_PATH,
     TERMINAL,
@@ -63,8 +68,6 @@ _ARRIVALS_S: Final = 1.0
 """How often visibility is asked for a person's first page of tasks while a list of theirs waits:
 a task started elsewhere shows within about this much, plus visibility's own lag (1.1 s measured
 on the dev server; it took up to 15 s, the list's wait, before)."""
-_AT_BOUND_S: Final = 5
-"""How long a page answered at once (no place to hold its wait) waits before it asks again."""
 _STATIC: Final = {"page.css": "text/css; charset=utf-8", "page.js": "text/javascript; charset=utf-8"}
 
 
@@ -108,7 +111,18 @@ class Pages:
         )
         self._arrivals = Arrivals(tasks, _ARRIVALS_S, _LIST_SIZE)
         self._listings = Listings()
+        self._decisions = Decisions(
+            frame,
+            tasks,
+            self._waits,
+            self._arrivals,
+            self._card,
+            every_s=_ARRIVALS_S,
+            live_wait_s=_LIVE_WAIT_S,
+        )
+        self._verdicts = Verdicts(tasks)
         self._answers = Answers(settings, frame, tasks, links, once, self._card, self._settle)
+        self._ledgers = Ledgers(frame, tasks, verifier)
 
     @property
     def routes(self) -> list[BaseRoute]:
@@ -121,6 +135,9 @@ class Pages:
             Route("/tasks/live", page(self._tasks_live), methods=["GET"]),
             Route("/tasks/{task_id}", page(self._task_page), methods=["GET"]),
             Route("/tasks/{task_id}/live", page(self._task_live), methods=["GET"]),
+            Route("/decisions", page(self._decisions.page), methods=["GET"]),
+            Route("/decisions/live", page(self._decisions.live), methods=["GET"]),
+            Route("/tasks/{task_id}/ledger", page(self._ledgers.export), methods=["GET"]),
             Route("/tasks/{task_id}/cancel", page(self._cancel_page), methods=["GET"]),
             Route("/tasks/{task_id}/cancel", page(self._cancel_post), methods=["POST"]),
             *self._signin.routes,
@@ -129,23 +146,30 @@ class Pages:
 
     async def aclose(self) -> None:
         await self._arrivals.aclose()
+        await self._decisions.aclose()
         await self._signin.aclose()
 
     async def _home(self, request: Request) -> Response:
         return RedirectResponse("/tasks", status_code=303)
 
-    def _card(self, view: TaskView, session: PageSession) -> TaskCard:
-        return card_of(view, self._registry, self._links, session.principal)
+    def _card(self, view: TaskView, session: PageSession, *, verdict: Verdict | None = None) -> TaskCard:
+        voter = self._tasks.groups.voter(session.principal, session.groups)
+        return card_of(view, self._registry, self._links, voter, verdict=verdict)
+
+    async def _task_card(self, view: TaskView, session: PageSession) -> TaskCard:
+        """``_card``, saying who approved or rejected its decision once it has ended (its ledger)."""
+        return self._card(view, session, verdict=await self._verdicts.of(view))
 
     async def _settle(
-        self, view: TaskView, session: PageSession, done: Callable[[TaskView], bool]
+        self, view: TaskView, session: PageSession, done: Callable[[TaskView], bool], owner: str | None = None
     ) -> TaskView:
         """``view``'s task once ``done`` (the workflow took an answer), or after
         ``answer_settle_s``: as ``tasks/update`` does, so the next page shows what comes next. A
-        courtesy: at a held-request bound it is skipped."""
+        courtesy: at a held-request bound it is skipped. ``owner``: whose task it is, when not the
+        session's (an approver's vote): it is read as theirs, as the gateway keeps it."""
         with self._held.hold_if_free(session.principal) as may_wait, contextlib.suppress(TaskNotFound):
             return await self._tasks.wait(
-                view.task_id, session.principal, done, self._settle_s if may_wait else 0, since=view
+                view.task_id, owner or session.principal, done, self._settle_s if may_wait else 0, since=view
             )
         return view
 
@@ -154,7 +178,7 @@ class Pages:
     async def _task_page(self, request: Request) -> Response:
         session, fresh = await self._frame.signed_in(request)
         view = await self._task(request, session)
-        card = self._card(view, session)
+        card = await self._task_card(view, session)
         sent = request.query_params.get("sent")
         page = self._frame.render("task.html", session=session, card=card, sent=sent is not None)
         return self._frame.kept(page, request, session, fresh)
@@ -172,7 +196,7 @@ class Pages:
             with self._waits.hold_if_free(session.principal) as held:
                 if held:
                     with contextlib.suppress(TaskNotFound):
-                        waited = await _while_here(
+                        waited = await while_here(
                             request,
                             self._tasks.wait(
                                 view.task_id,
@@ -185,9 +209,9 @@ class Pages:
                         if waited is None:
                             return Response(status_code=204)  # nobody is there to read it
                         view = waited
-        card = self._card(view, session)
+        card = await self._task_card(view, session)
         html = self._frame.fragment("_task_live.html", card=card, session=session)
-        return JSONResponse({"v": card.version, "html": html, "done": card.done, **_pace(held)})
+        return JSONResponse({"v": card.version, "html": html, "done": card.done, **pace(held)})
 
     async def _task(self, request: Request, session: PageSession) -> TaskView:
         try:
@@ -264,12 +288,12 @@ class Pages:
         if listing.version == seen:
             with self._waits.hold_if_free(session.principal) as held:
                 if held:
-                    news = await _while_here(request, self._news(session, before, listing))
+                    news = await while_here(request, self._news(session, before, listing))
                     if news is None:
                         return Response(status_code=204)  # nobody is there to read it
                     listing = news
         html = self._frame.fragment("_tasks_live.html", cards=self._cards(listing, session), session=session)
-        return JSONResponse({"v": listing.version, "html": html, "done": False, **_pace(held)})
+        return JSONResponse({"v": listing.version, "html": html, "done": False, **pace(held)})
 
     async def _news(self, session: PageSession, before: str, listing: Listing) -> Listing:
         """``listing`` once one of its open tasks changes, or (on the first page) a task is started
@@ -369,32 +393,9 @@ class Pages:
         return Response(self._static[name].read_bytes(), media_type=_STATIC[name])
 
 
-async def _while_here(request: Request, waiting: Any) -> Any:
-    """``await waiting``, unless the browser leaves first: then None, and the wait is cancelled at
-    once (its place, and the watch it holds, are given back)."""
-    work = asyncio.ensure_future(waiting)
-    gone = asyncio.ensure_future(until_left(request))
-    try:
-        await asyncio.wait([work, gone], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for future in (work, gone):
-            future.cancel()
-        await asyncio.gather(work, gone, return_exceptions=True)
-    if work.done() and not work.cancelled():
-        return work.result()
-    log.debug("page_wait_left")  # its place and its watches are given back
-    return None
-
-
 def _changed_from(was: TaskView) -> Callable[[TaskView], bool]:
     seen = signature(was)
     return lambda now: signature(now) != seen
-
-
-def _pace(held: bool) -> dict[str, Any]:
-    """What tells ``page.js`` when to ask again: at once after a held wait, or a while later when
-    no place was free to hold it (a page must not ask once a second at the bound)."""
-    return {} if held else {"again_s": _AT_BOUND_S}
 
 
 def _query(**params: str) -> str:

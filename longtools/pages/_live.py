@@ -1,8 +1,8 @@
 """What keeps a page up to date without costing more than it shows: the requests pages hold open
 while they wait for news (a bound of their own), the browser that leaves one (its wait ends at
 once), the tasks a person starts elsewhere (seen within a second or two), and the listings pages
-were last shown (a page's next wait starts from what it shows, not from a read of every task).
-API process.
+were last shown (a page's next wait starts from what it shows, not from a read of every task), and
+the questions newly waiting for a person (``/decisions``). API process.
 
 Nothing here is needed for a page to be right, only for it to be cheap: a replica that has not
 seen a listing reads it from Temporal, and one that holds no place answers at once.
@@ -13,21 +13,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, Generic, TypeVar
 
 import structlog
 from starlette.requests import Request
 from temporalio.service import RPCError
 
+from longtools.decisions import Voter
 from longtools.tasks import TERMINAL, Tasks, TaskView
 from longtools.temporal import unreachable
 
-__all__ = ["Arrivals", "Listing", "Listings", "PageWaits", "until_left"]
+__all__ = [
+    "AT_BOUND_S",
+    "Arrivals",
+    "Asked",
+    "Listing",
+    "Listings",
+    "PageWaits",
+    "pace",
+    "until_left",
+    "while_here",
+]
+
+K = TypeVar("K")
+T = TypeVar("T")
 
 log = structlog.get_logger("longtools.pages")
 
+AT_BOUND_S: Final = 5
+"""How long a page answered at once (no place to hold its wait) waits before it asks again."""
 _KEPT_LISTINGS: Final = 1000
 _KEPT_BYTES: Final = 8 * 1024 * 1024
 """Bounds of the listings kept (each holds the views of up to a page of tasks)."""
@@ -70,6 +86,29 @@ async def until_left(request: Request) -> None:
     closed, reloaded or moved on. Only for a request whose body nobody else reads (a GET)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+async def while_here(request: Request, waiting: Awaitable[T]) -> T | None:
+    """``await waiting``, unless the browser leaves first: then None, and the wait is cancelled at
+    once (its place, and the watch it holds, are given back)."""
+    work = asyncio.ensure_future(waiting)
+    gone = asyncio.ensure_future(until_left(request))
+    try:
+        await asyncio.wait([work, gone], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for future in (work, gone):
+            future.cancel()
+        await asyncio.gather(work, gone, return_exceptions=True)
+    if work.done() and not work.cancelled():
+        return work.result()
+    log.debug("page_wait_left")  # its place and its watches are given back
+    return None
+
+
+def pace(held: bool) -> dict[str, Any]:
+    """What tells ``page.js`` when to ask again: at once after a held wait, or a while later when
+    no place was free to hold it (a page must not ask once a second at the bound)."""
+    return {} if held else {"again_s": AT_BOUND_S}
 
 
 @dataclass(frozen=True)
@@ -132,34 +171,31 @@ class _Poll:
     runner: asyncio.Task[None] | None = None
 
 
-class Arrivals:
-    """News of a person's new tasks, for their pages: the first page of their tasks as Temporal's
-    visibility lists them (a task started since is on it: first if it runs, first of the ended
-    ones if it has ended already), read every ``every_s`` for each principal a page waits for,
-    however many pages of theirs wait on this replica.
+class _Polls(Generic[K]):
+    """News of tasks new to a list of ids that Temporal's visibility gives for a key (``_ids``),
+    read every ``every_s`` for each key a page waits for, however many pages wait on it on this
+    replica (one read for all of them)."""
 
-    No change of a task a page follows tells of a task started since (on any replica), and the
-    start itself is no event a page can wait on: this one visibility read a second shows it.
-    """
-
-    def __init__(self, tasks: Tasks, every_s: float, page_size: int) -> None:
+    def __init__(self, tasks: Tasks, every_s: float) -> None:
         self._tasks = tasks
         self._every_s = every_s
-        self._page_size = page_size
-        self._polls: dict[str, _Poll] = {}
+        self._polls: dict[K, _Poll] = {}
         self._failing = False
 
-    async def after(self, principal: str, known: tuple[str, ...], within_s: float) -> bool:
-        """Wait until visibility lists a task of ``principal``'s on the first page that is not one
-        of ``known`` (True), or ``within_s`` seconds pass or the process stops (False). A task that
-        only moved (it ended) is no news: its page follows it already."""
-        poll = self._polls.get(principal)
+    async def _ids(self, key: K) -> list[str]:
+        raise NotImplementedError
+
+    async def after(self, key: K, known: tuple[str, ...], within_s: float) -> bool:
+        """Wait until visibility lists a task for ``key`` that is not one of ``known`` (True), or
+        ``within_s`` seconds pass or the process stops (False). A task that only moved (it ended,
+        or left the list) is no news: its page follows it already."""
+        poll = self._polls.get(key)
         if poll is None:
-            poll = self._polls[principal] = _Poll()
+            poll = self._polls[key] = _Poll()
         poll.waiters += 1
         heeded = poll.reads + (1 if poll.reading else 0)  # a read in flight began before this wait
         if poll.runner is None:
-            poll.runner = asyncio.create_task(self._run(principal, poll))
+            poll.runner = asyncio.create_task(self._run(key, poll))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within_s
         try:
@@ -183,12 +219,12 @@ class Arrivals:
                 with contextlib.suppress(asyncio.CancelledError):
                     await poll.runner
 
-    async def _run(self, principal: str, poll: _Poll) -> None:
+    async def _run(self, key: K, poll: _Poll) -> None:
         try:
             while poll.waiters > 0 and not self._tasks.stopping:
                 poll.reading = True
                 try:
-                    ids, _ = await self._tasks.owned(principal, self._page_size, b"")
+                    ids = await self._ids(key)
                 except (RPCError, RuntimeError) as exc:  # Temporal out of reach: the waits time out
                     if isinstance(exc, RuntimeError) and not unreachable(exc):
                         raise
@@ -206,5 +242,33 @@ class Arrivals:
                 await asyncio.sleep(self._every_s)
         finally:
             poll.runner = None
-            if poll.waiters == 0 and self._polls.get(principal) is poll:
-                del self._polls[principal]
+            if poll.waiters == 0 and self._polls.get(key) is poll:
+                del self._polls[key]
+
+
+class Arrivals(_Polls[str]):
+    """News of a person's new tasks, for their pages: the first page of their tasks as Temporal's
+    visibility lists them (a task started since is on it: first if it runs, first of the ended
+    ones if it has ended already), read every ``every_s`` for each principal a page waits for.
+
+    No change of a task a page follows tells of a task started since (on any replica), and the
+    start itself is no event a page can wait on: this one visibility read a second shows it.
+    """
+
+    def __init__(self, tasks: Tasks, every_s: float, page_size: int) -> None:
+        super().__init__(tasks, every_s)
+        self._page_size = page_size
+
+    async def _ids(self, key: str) -> list[str]:
+        ids, _ = await self._tasks.owned(key, self._page_size, b"")
+        return ids
+
+
+class Asked(_Polls[Voter]):
+    """News of questions newly waiting for a person, for their ``/decisions``: the tasks
+    ``Tasks.deciding`` finds for them (their name's and groups' tags), read every ``every_s`` for
+    each person a page of decisions waits for. A question starts waiting on a person with no
+    change of any task their page follows."""
+
+    async def _ids(self, key: Voter) -> list[str]:
+        return await self._tasks.deciding(key)

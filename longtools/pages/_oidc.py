@@ -122,6 +122,8 @@ class SignedIn:
     """The ID token's ``sub``: what the person's bearer tokens give as ``Caller.subject``."""
     scopes: frozenset[str] = frozenset()
     """The ID token's ``scope`` (or ``scp``), if it has one (most do not)."""
+    groups: frozenset[str] = frozenset()
+    """The groups the ID token's claim named by ``LONGTOOLS_GROUPS_CLAIM`` lists, if it is set."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,7 @@ class OidcSignIn:
         if "openid" not in scopes:
             scopes.insert(0, "openid")
         self._scope = " ".join(scopes)
+        self._groups_claim = settings.groups_claim
         self._sealer = Sealer(settings.require_state_keys(), SEALER_LABEL)
         self._pending_ttl_s = pending_ttl_s
         self._clock = clock
@@ -289,6 +292,7 @@ class OidcSignIn:
             next_path=began.next_path,
             subject=claims["sub"],
             scopes=_scopes(claims),
+            groups=_groups(claims, self._groups_claim),
         )
 
     def _open_pending(self, pending: str | None, redirect_uri: str) -> _Pending:
@@ -541,6 +545,18 @@ def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
         return frozenset(scope.split())
     if isinstance(scope, list) and all(isinstance(item, str) for item in scope):
         return frozenset(scope)
+    return frozenset()
+
+
+def _groups(claims: Mapping[str, Any], claim: str | None) -> frozenset[str]:
+    """The groups the ID token's ``claim`` names, read as a bearer token's are (a list of names, or
+    names in one string, space-separated); none without the setting, or when it is malformed (a
+    sign-in is not refused for it: the person is then in the groups ``LONGTOOLS_GROUPS`` gives)."""
+    value = claims.get(claim) if claim else None
+    if isinstance(value, str):
+        return frozenset(value.split())
+    if isinstance(value, list):
+        return frozenset(item for item in value if isinstance(item, str))
     return frozenset()
 
 

@@ -5,8 +5,8 @@ A session is made only by a sign-in (a token checked by the bearer verifier, an 
 sign-in, or on a server without authentication a visit from this computer), never taken from a
 request: a value that did not come out of ``Sessions.new`` does not open (session fixation). It is
 sealed (``longtools._sealing``, its own label, bound to the cookie's name) over the principal, the
-name shown, the subject and scopes of the token it was made with, an expiry, a random CSRF secret
-and a random session id, and is kept nowhere but the browser's cookie: any replica reads it.
+name shown, the subject, scopes and groups of the token it was made with, an expiry, a random CSRF
+secret and a random session id, and is kept nowhere but the browser's cookie: any replica reads it.
 
 A session ends with what made it, checked at every request:
 - its expiry: the sign-in's TTL, or sooner the time ``/mcp`` stops taking the JWT it was made with;
@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Final, Literal
 
+import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -38,11 +39,18 @@ from longtools.pages._signouts import SignOuts
 
 __all__ = ["PageSession", "Sessions", "cookie_name", "secure_request"]
 
+log = structlog.get_logger("longtools.pages")
+
 _SESSION_LABEL: Final = "longtools page sessions"
 _FORM_LABEL: Final = "longtools page sign-in forms"
 _FINGERPRINT_LABEL: Final = b"longtools page session token fingerprints"
 _FORM_TTL_S: Final = 1800.0
 """How long a sign-in form may stay open before it is sent."""
+_MAX_GROUPS: Final = 50
+_MAX_GROUPS_CHARS: Final = 1500
+"""Most groups a session keeps of its token's claim, and their characters in all: the sealed cookie
+must stay under ``MAX_SEALED`` (4,096). A claim past these (a directory's hundreds of groups) is
+cut, and logged: a rule of a group left out does not admit that person on the pages."""
 
 SessionKind = Literal["token", "oidc", "local"]
 
@@ -64,12 +72,16 @@ class PageSession:
     ``Caller.subject``; None for a local session (and one made before sessions kept it)."""
     scopes: frozenset[str] = frozenset()
     """The scopes of the token it was made with (a JWT's, an ID token's ``scope`` if any)."""
+    groups: frozenset[str] = frozenset()
+    """The groups its token's claim named (``LONGTOOLS_GROUPS_CLAIM``: a JWT's, an ID token's); none
+    for a static token's or a local session (``LONGTOOLS_GROUPS`` applies to every kind by name)."""
 
     @property
     def caller(self) -> Caller:
-        """Who answers from this session, as a tool's ``authorize=`` check sees them: the caller
-        that the same person's bearer token on ``/mcp`` is, as far as the sign-in saw it."""
-        return Caller(principal=self.principal, scopes=self.scopes, subject=self.subject)
+        """Who answers from this session, as a tool's ``authorize=`` check and a decision's rule see
+        them: the caller that the same person's bearer token on ``/mcp`` is, as far as the sign-in
+        saw it."""
+        return Caller(principal=self.principal, scopes=self.scopes, subject=self.subject, groups=self.groups)
 
 
 def secure_request(request: Request) -> bool:
@@ -139,6 +151,7 @@ class Sessions:
             value.get(k) for k in ("p", "n", "c", "e", "k", "s", "f", "u")
         )
         scopes = value.get("sc", [])
+        groups = value.get("g", [])
         if not (
             isinstance(principal, str)
             and isinstance(shown, str)
@@ -150,6 +163,8 @@ class Sessions:
             and (subject is None or isinstance(subject, str))
             and isinstance(scopes, list)
             and all(isinstance(scope, str) for scope in scopes)
+            and isinstance(groups, list)
+            and all(isinstance(group, str) for group in groups)
         ):
             return None, False
         # Made while the server ran in the other mode (the same keys, with or without authentication):
@@ -172,6 +187,7 @@ class Sessions:
             fingerprint,
             subject=subject,
             scopes=frozenset(scopes),
+            groups=frozenset(groups),
         )
         # A local session is anyone on this computer (no sign-in, no sign-out that would hold): nothing
         # to read for it.
@@ -189,9 +205,10 @@ class Sessions:
         fingerprint: str | None = None,
         subject: str | None = None,
         scopes: frozenset[str] = frozenset(),
+        groups: frozenset[str] = frozenset(),
     ) -> PageSession:
         """A new session; it expires after the TTL, or at ``until`` (Unix time) if that is sooner.
-        ``subject`` and ``scopes`` are the token's it was made with (``PageSession.caller``)."""
+        ``subject``, ``scopes`` and ``groups`` are the token's it was made with (``PageSession.caller``)."""
         expires = time.time() + self.ttl_s
         if until is not None:
             expires = min(expires, until)
@@ -205,6 +222,7 @@ class Sessions:
             fingerprint,
             subject=subject,
             scopes=scopes,
+            groups=_kept_groups(groups),
         )
 
     def fingerprint(self, token: str) -> str | None:
@@ -236,6 +254,8 @@ class Sessions:
             value["u"] = session.subject
         if session.scopes:
             value["sc"] = sorted(session.scopes)
+        if session.groups:
+            value["g"] = sorted(session.groups)
         name = cookie_name("longtools-session", request)
         secure = secure_request(request)
         # No Max-Age: the browser keeps it until it closes, and the sealed expiry ends it before
@@ -289,6 +309,20 @@ class Sessions:
         if not isinstance(token, str) or not isinstance(expires, int | float) or time.time() >= expires:
             return False
         return hmac.compare_digest(token.encode(), sent.encode())
+
+
+def _kept_groups(groups: frozenset[str]) -> frozenset[str]:
+    """``groups`` as far as a session keeps them (``_MAX_GROUPS``, ``_MAX_GROUPS_CHARS``), the same
+    ones whatever order the claim gave them in."""
+    kept: list[str] = []
+    chars = 0
+    for group in sorted(groups):
+        chars += len(group) + 3  # as JSON in a list: its quotes and a comma
+        if len(kept) >= _MAX_GROUPS or chars > _MAX_GROUPS_CHARS:
+            log.warning("page_session_groups_cut", claimed=len(groups), kept=len(kept))
+            break
+        kept.append(group)
+    return frozenset(kept)
 
 
 def csrf_matches(session: PageSession, sent: str | None) -> bool:

@@ -8,7 +8,8 @@ checks it; without authentication nobody signs in (``Frame.signed_in``: this com
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import structlog
 from starlette.requests import Request
@@ -109,6 +110,7 @@ class SignIn:
             fingerprint=sessions.fingerprint(token),
             subject=access.subject,
             scopes=frozenset(access.scopes),
+            groups=_claimed_groups(access.claims),
         )
         log.info("page_signed_in", kind="token")
         return self._frame.kept(RedirectResponse(next_path, status_code=303), request, session, True)
@@ -152,7 +154,12 @@ class SignIn:
             # sign-in (OpenID Connect Core 3.1.3.7), often minutes, not how long a sign-in lasts;
             # LONGTOOLS_PAGE_SESSION_TTL_S is the operator's bound (docs/security.md).
             session = self._frame.sessions.new(
-                signed.principal, name, "oidc", subject=signed.subject, scopes=signed.scopes
+                signed.principal,
+                name,
+                "oidc",
+                subject=signed.subject,
+                scopes=signed.scopes,
+                groups=signed.groups,
             )
             log.info("page_signed_in", kind="oidc")
             response = self._frame.kept(
@@ -180,6 +187,15 @@ class SignIn:
         response = self._frame.message(None, 200, "signed_out_now")
         self._frame.sessions.clear(response, request)
         return response
+
+
+def _claimed_groups(claims: Mapping[str, Any] | None) -> frozenset[str]:
+    """The groups a JWT's claim named, as the bearer verifier kept them (``claims["groups"]``, only
+    with ``LONGTOOLS_GROUPS_CLAIM``); a static token has none."""
+    found = (claims or {}).get("groups")
+    if not isinstance(found, list):
+        return frozenset()
+    return frozenset(group for group in found if isinstance(group, str))
 
 
 def _host_of(url: str) -> str:

@@ -2,6 +2,9 @@
 // The server holds each request until something changes or about 25 s pass, so this loop costs one
 // request per change. Without JavaScript the page still works; it shows what was true when loaded.
 //
+// A "Copy the link" button (a decision's approvers' link, on its task's page) copies the link it
+// names; without a clipboard it stays hidden, and the link is copied as any link is.
+//
 // It also keeps what a person typed into an answer form while they sign in again: saved in this
 // tab (sessionStorage) when the form is sent, filled in again when the question's page comes back
 // after a sign-in, and dropped on any other page. Never a password field's value: a secret is
@@ -10,7 +13,8 @@
 (function () {
   const DRAFT = "longtools-draft:";
   keepDrafts();
-  for (const hidden of document.querySelectorAll(".with-script[hidden]")) hidden.hidden = false;
+  showScripted(document);
+  document.addEventListener("click", copyLink);
   // The first field to change, else what is wrong with the form as a whole.
   const firstError = document.querySelector("[aria-invalid=true]") || document.querySelector("#form-error");
   if (firstError) firstError.focus();
@@ -50,6 +54,7 @@
       const changed = news.v !== version;
       if (changed) {
         live.innerHTML = news.html; // rendered and escaped by the server
+        showScripted(live);
         version = news.v;
         live.setAttribute("data-version", version);
       }
@@ -64,6 +69,29 @@
     }
   }
   follow();
+
+  // What works only with a script is shown once it runs (copying, only where there is a clipboard).
+  function showScripted(root) {
+    for (const hidden of root.querySelectorAll(".with-script[hidden]")) {
+      if (!hidden.hasAttribute("data-copy") || (navigator.clipboard && window.isSecureContext)) hidden.hidden = false;
+    }
+  }
+
+  function copyLink(event) {
+    const button = event.target.closest ? event.target.closest("[data-copy]") : null;
+    if (!button) return;
+    const link = document.getElementById(button.getAttribute("data-copy"));
+    const said = button.parentElement.querySelector(".copied");
+    if (!link) return;
+    navigator.clipboard.writeText(link.href).then(
+      () => {
+        if (said) said.textContent = "Copied.";
+      },
+      () => {
+        if (said) said.textContent = "Not copied: copy the link itself.";
+      },
+    );
+  }
 
   function keepDrafts() {
     const form = document.querySelector("form.answer");
