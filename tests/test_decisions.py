@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -321,3 +323,34 @@ def test_a_deadline_passes_across_a_restart_and_nothing_is_deleted(tmp_path: Pat
         assert [_deletions(served, ticket) for ticket in tickets] == [0, 0]
     finally:
         served.stop()
+
+
+def test_the_terminal_says_approvers_decide_and_how_it_stands(leads: Served, tmp_path: Path) -> None:
+    """``longtools task get``: the requester's terminal names the approvers' page and the votes, not
+    "answer it on its page" (they may not vote)."""
+    customer = f"c-{secrets.token_hex(4)}"
+    _tickets(leads, customer, 1)
+    task_id = _start(leads, "alice", "delete_customer", {"customer": customer})
+    link, _ = _asking(leads, "alice", task_id, "0 of 2 approvals")
+    shown = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("longtools")),
+            "task",
+            "get",
+            leads.url,
+            "--token",
+            PEOPLE["alice"],
+            "--",
+            task_id,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    said = "0 of 2 approvals; waiting for group leads, not the requester"
+    # The terminal takes URL requests: the question is listed, with where it is decided.
+    assert f"  asks [approval]: Delete 1 ticket of {customer}?\n" in shown.stdout
+    assert f"    approvers decide it on its page ({said}): {link}\n" in shown.stdout
+    assert "answer it on its page" not in shown.stdout
+    result(post(leads.url, "tasks/cancel", {"taskId": task_id}, caps=TASK_CAPS, headers=as_("alice")))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from longtools import Registry
 from tests.page_tools import Credential, RotateCredential
@@ -38,3 +38,17 @@ def test_a_summary_that_raises_leaves_the_task_without_a_line() -> None:
 
     tool = _tool(summary=broken).tools["rotate"]
     assert tool.summary_of(tool.parse_arguments({"database": "orders"})) is None
+
+
+def test_a_field_marked_sensitive_reads_redacted_in_the_line() -> None:
+    """The line is kept in the task's memo and shown on the pages: a secret argument is not (issue 32)."""
+
+    class Login(BaseModel):
+        user: str
+        password: str = Field(json_schema_extra={"sensitive": True})
+
+    registry = Registry()
+    registry.long_tool("login", workflow=RotateCredential, input=Login)
+    tool = registry.tools["login"]
+    line = tool.summary_of(tool.parse_arguments({"user": "ann", "password": "hunter2"}))
+    assert line == "user: ann; password: [redacted]"

@@ -18,7 +18,7 @@ import select
 from dataclasses import dataclass
 from typing import Any, Final
 
-from longtools._protocol import ANSWER_LINKS_META
+from longtools._protocol import ANSWER_LINKS_META, DECISIONS_META
 from longtools.client._follow import Task, on_a_page
 
 DECLINE_KEYS: Final = frozenset("dD")
@@ -37,6 +37,9 @@ class PageQuestion:
     asked: bool
     """Listed as a URL request, which the client may answer with a decline (the person will not
     go there); a link in ``_meta`` only has no request to answer."""
+    decision: str | None = None
+    """For a decision with approvers (``_meta[DECISIONS_META]``): how it stands, in words. Its
+    approvers decide it on the page; the person who asked may not, but follows it there."""
 
 
 def page_questions(task: Task) -> dict[str, PageQuestion]:
@@ -52,6 +55,12 @@ def page_questions(task: Task) -> dict[str, PageQuestion]:
     for key, link in (links if isinstance(links, dict) else {}).items():
         if key not in found and isinstance(key, str) and isinstance(link, str):
             found[key] = PageQuestion(key, "", link, False)
+    decisions = meta.get(DECISIONS_META) if isinstance(meta, dict) else None
+    for key, decision in (decisions if isinstance(decisions, dict) else {}).items():
+        said = decision.get("said") if isinstance(decision, dict) else None
+        if key in found and isinstance(said, str):
+            shown = found[key]
+            found[key] = PageQuestion(key, shown.message, shown.link, shown.asked, said)
     return found
 
 

@@ -253,6 +253,10 @@ class Terminal:
         if self.cancel_on_question and not held:
             raise Unanswered(question.message, [], question.link)
         asks = _clean(question.message) if question.message else "a question"
+        if question.decision is not None:
+            stands = _clean(question.decision)
+            self.say(f"{asks}: approvers decide it on its page ({stands}): {_clean(question.link)}")
+            return
         self.say(f"{asks}: a person answers it on its page: {_clean(question.link)}")
 
     def idle(self, seconds: float) -> None:
@@ -672,10 +676,19 @@ def task_get(url: str, task_id: str, token: str | None, raw: bool, terminal: Ter
         params = question.get("params")
         text = params.get("message", "") if isinstance(params, dict) else ""
         terminal.out(f"  asks [{key}]: {text}")
-        if on_a_page(question):  # a person's question: where they answer it
+        page = pages.get(key)
+        if page is not None and page.decision is not None:
+            terminal.out(f"    approvers decide it on its page ({page.decision}): {page.link}")
+        elif on_a_page(question):  # a person's question: where they answer it
             terminal.out(f"    answer it on its page: {question['params'].get('url')}")
     for key, page in pages.items():
-        if key not in asked:  # only its link is listed (a host spoke of it lately)
+        if key in asked:
+            continue
+        if page.decision is not None:  # approvers decide it; the person who asked follows it there
+            terminal.out(
+                f"  waits for approvers [{key}]: {page.decision}; they decide it on its page: {page.link}"
+            )
+        else:  # only its link is listed (a host spoke of it lately)
             terminal.out(f"  waits for a person [{key}]: answer it on its page: {page.link}")
     if task["status"] == "completed" and isinstance(task.get("result"), dict):
         return terminal.result(task["result"], raw=False)

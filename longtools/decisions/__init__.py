@@ -32,6 +32,7 @@ from longtools.decisions._decision import (
     Via,
     decision_of,
     redacted,
+    sensitive_fields,
 )
 from longtools.decisions._groups import Groups
 from longtools.decisions._ledger import (
@@ -97,6 +98,7 @@ __all__ = [
     "parse_groups",
     "read_ledger",
     "redacted",
+    "sensitive_fields",
     "signing_activity",
     "tag_ring",
     "verify_entries",

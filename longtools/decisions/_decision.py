@@ -36,6 +36,7 @@ __all__ = [
     "Stamp",
     "decision_of",
     "redacted",
+    "sensitive_fields",
 ]
 
 DECISION_META: Final = "longtools.dev/decision"
@@ -68,14 +69,24 @@ DecisionEnd = Literal["approved", "rejected", "expired", "escalated"]
 M = TypeVar("M", bound=BaseModel)
 
 
-def redacted(model: BaseModel) -> dict[str, Any]:
-    """``model`` as the call gave it (wire names, JSON values), with every field its author marked
-    sensitive (``Field(json_schema_extra={"sensitive": True})``) shown as :data:`REDACTED`."""
-    shown = model.model_dump(mode="json", by_alias=True)
-    for name, info in type(model).model_fields.items():
-        extra = info.json_schema_extra
-        if isinstance(extra, Mapping) and extra.get("sensitive") is True:
-            shown[info.alias or name] = REDACTED
+def sensitive_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The wire names of the fields its author marked sensitive
+    (``Field(json_schema_extra={"sensitive": True})``): shown to people as :data:`REDACTED`."""
+    return frozenset(
+        info.alias or name
+        for name, info in model.model_fields.items()
+        if isinstance(info.json_schema_extra, Mapping) and info.json_schema_extra.get("sensitive") is True
+    )
+
+
+def redacted(model: BaseModel, *, given_only: bool = False) -> dict[str, Any]:
+    """``model`` as the call gave it (wire names, JSON values; ``given_only``: without the defaults
+    it left), every sensitive field (``sensitive_fields``) shown as :data:`REDACTED`."""
+    shown = model.model_dump(mode="json", by_alias=True, exclude_unset=given_only)
+    if not isinstance(shown, dict):  # a RootModel's input: nothing named to hide
+        return {"": shown}
+    for name in sensitive_fields(type(model)) & shown.keys():
+        shown[name] = REDACTED
     return shown
 
 

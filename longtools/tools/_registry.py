@@ -35,6 +35,7 @@ from pydantic import BaseModel, RootModel
 from temporalio import workflow as temporal_workflow
 
 from longtools.auth import Authorize
+from longtools.decisions import redacted
 from longtools.tools._round import Round
 from longtools.workflows._ending import EndTask
 from longtools.workflows._errors import ToolError
@@ -160,10 +161,12 @@ def _refuses_unknown(model: type[BaseModel]) -> bool:
 
 
 def _arguments_line(args: BaseModel) -> str:
-    """The arguments a call gave (not the defaults it left), as ``name: value; ...``."""
-    given = args.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    if not isinstance(given, Mapping):  # a RootModel's input
-        return json.dumps(given, ensure_ascii=False)
+    """The arguments a call gave (not the defaults it left), as ``name: value; ...``, a field its
+    author marked sensitive as ``[redacted]`` (the line is kept in the task's memo and shown on
+    the person's pages)."""
+    given = redacted(args, given_only=True)
+    if list(given) == [""]:  # a RootModel's input
+        return json.dumps(given[""], ensure_ascii=False)
     return "; ".join(
         f"{name}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
         for name, value in given.items()
