@@ -246,6 +246,19 @@ def test_the_six_exit_states(leads: Served, people: Callable[[str], PageClient])
     people("bob").answer(link, {})
     seen["failed"] = _ended(leads, "alice", failed)["_meta"][EXIT]
     assert seen == {state: state for state in seen}, seen
+    # And on the task page, in words, as its owner sees it.
+    shown = {
+        "completed": (approved, "Approved by bob"),
+        "rejected": (rejected, "Rejected by bob: nothing was done"),
+        "expired": (expired, "Expired: no decision before the deadline"),
+        "escalated": (escalated, "Escalated, then expired: no decision before the deadline"),
+        "cancelled": (cancelled, "Cancelled"),
+        "failed": (failed, "Failed"),
+    }
+    alice = people("alice")
+    for state, (task_id, words) in shown.items():
+        page = alice.get(f"/tasks/{task_id}")
+        assert page.status == 200 and words in page.text, (state, page.text)
 
 
 def test_an_escalated_rule_admits_the_wider_group(leads: Served, people: Callable[[str], PageClient]) -> None:
