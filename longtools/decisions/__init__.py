@@ -33,6 +33,7 @@ from longtools.decisions._decision import (
     decision_of,
     redacted,
     sensitive_fields,
+    unstamped,
 )
 from longtools.decisions._groups import Groups
 from longtools.decisions._ledger import (
@@ -101,6 +102,7 @@ __all__ = [
     "sensitive_fields",
     "signing_activity",
     "tag_ring",
+    "unstamped",
     "verify_entries",
     "with_decision",
 ]

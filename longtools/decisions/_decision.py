@@ -37,6 +37,7 @@ __all__ = [
     "decision_of",
     "redacted",
     "sensitive_fields",
+    "unstamped",
 ]
 
 DECISION_META: Final = "longtools.dev/decision"
@@ -301,6 +302,15 @@ class Stamp:
             groups=frozenset(str(group) for group in body.get("groups") or ()),
             digest=digest if isinstance(digest, str) else None,
         )
+
+
+def unstamped(answer: Any) -> Any:
+    """``answer`` (wire JSON) as its answerer sent it: without the API's :class:`Stamp`."""
+    if not isinstance(answer, Mapping) or not isinstance(answer.get("_meta"), Mapping):
+        return answer
+    meta = {name: value for name, value in answer["_meta"].items() if name != ANSWERED_META}
+    body = {name: value for name, value in answer.items() if name != "_meta"}
+    return {**body, "_meta": meta} if meta else body
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ from longtools.decisions import (
     decision_of,
     read_ledger,
     tag_ring,
+    unstamped,
 )
 from longtools.tasks._changes import Changes, Completion, Mark
 from longtools.tasks._ending import Endings
@@ -835,7 +836,10 @@ class Tasks:
         # Every answer is written to the task's history, whose size Temporal bounds: past this
         # budget the task would fail for good, so the answer is refused instead (answers sent at
         # the same moment to different questions may pass it together).
-        size = len(json.dumps(accepted, separators=(",", ":")))
+        # What the callers sent, as the workflow counts it: the stamp is the server's, not theirs.
+        size = len(
+            json.dumps({key: unstamped(answer) for key, answer in accepted.items()}, separators=(",", ":"))
+        )
         if view.answered_bytes + size > self._settings.max_task_answer_bytes:
             raise AnswersTooLarge
         taken = await asyncio.gather(

@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         Stamp,
         digest_of,
         ledger_time,
+        unstamped,
         with_decision,
     )
     from longtools.workflows._inputs import (
@@ -149,7 +150,9 @@ class _Conversation:
         """Whether a question was published yet; rebuilt on replay, where metrics are not recorded."""
 
     def receive(self, responses: Mapping[str, Any]) -> None:
-        self.answered_bytes += len(json.dumps(responses, separators=(",", ":")))
+        # The bytes the answerers sent (LONGTOOLS_MAX_TASK_ANSWER_BYTES), not the API's stamps.
+        sent = {key: unstamped(response) for key, response in responses.items()}
+        self.answered_bytes += len(json.dumps(sent, separators=(",", ":")))
         reasked = False
         for key, response in responses.items():
             deciding = self.deciding.get(key)
