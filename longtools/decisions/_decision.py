@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final, Generic, Literal, TypeVar, get_args
 
@@ -34,6 +34,7 @@ __all__ = [
     "Proposal",
     "Rejected",
     "Stamp",
+    "approvers_decision",
     "decision_of",
     "redacted",
     "sensitive_fields",
@@ -272,6 +273,13 @@ def decision_of(question: Mapping[str, Any]) -> DecisionState | None:
     return DecisionState.from_wire(found) if isinstance(found, Mapping) else None
 
 
+def approvers_decision(question: Mapping[str, Any]) -> DecisionState | None:
+    """The decision a question carries, if approvers decide it (a rule): one link for all of them,
+    one vote each. None for any other question, the requester's own ``by="person"`` included."""
+    decision = decision_of(question)
+    return decision if decision is not None and decision.rule is not None else None
+
+
 @dataclass(frozen=True)
 class Stamp:
     """Who gave an answer, and how, as the API delivers it (under :data:`ANSWERED_META`)."""
@@ -335,7 +343,7 @@ class Expired:
     """The deadline passed with the rule not met: nothing may happen. ``escalated``: it had been."""
 
     escalated: bool = False
-    votes: tuple[Ballot, ...] = field(default=())
+    votes: tuple[Ballot, ...] = ()
 
 
 Decision = Approved[M] | Rejected | Expired

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Coroutine, Sequence
+from functools import cache
 from typing import Any
 
 import structlog
@@ -17,14 +18,20 @@ from longtools.decisions._rules import tags_of
 __all__ = ["ledger_keys", "signing_activity", "tag_ring"]
 
 log = structlog.get_logger("longtools.ledger")
-_PROCESS_KEY = secrets.token_bytes(32)
 
 
 def tag_ring(settings: Settings) -> list[bytes]:
     """The keys decider tags are made with (``_rules.tags_of``), and the ledger's are derived from
     when it has none of its own: the payload keys (every process of a deployment has them), else
     the state keys; a process with neither (an embedded test, ``longtools.testing``) makes one."""
-    return settings.payload_key_ring() or settings.state_key_ring() or [_PROCESS_KEY]
+    return settings.payload_key_ring() or settings.state_key_ring() or [_process_key()]
+
+
+@cache
+def _process_key() -> bytes:
+    """This process's own key, made on first use (never at import): its tags and signatures hold
+    for as long as the process does."""
+    return secrets.token_bytes(32)
 
 
 def ledger_keys(settings: Settings) -> LedgerKeys:

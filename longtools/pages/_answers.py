@@ -43,7 +43,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from longtools._settings import Settings
 from longtools.auth import Caller
-from longtools.decisions import DecisionState, Voter, decision_of
+from longtools.decisions import DecisionState, Voter, approvers_decision, decision_of
 from longtools.pages._forms import FORM_ERROR, Field, content_of, fields_of, form_values, schema_errors
 from longtools.pages._frame import Frame, Refused
 from longtools.pages._sessions import PageSession
@@ -254,8 +254,8 @@ class Answers:
         delivery did not finish (Temporal failed it). ``digest`` is the answer's, keyed: what the
         claim keeps of it (in its memo) tells nothing of a secret."""
         # One answer per question; a decision's question takes one vote per person instead.
-        decision = decision_of((view.input_requests or {}).get(key) or {})
-        voter = caller.principal if decision is not None and decision.rule is not None else ""
+        decision = approvers_decision((view.input_requests or {}).get(key) or {})
+        voter = caller.principal if decision is not None else ""
         parts = (view.task_id, key, voter) if voter else (view.task_id, key)
         claim = derive_id(self._tasks.ids.secret, "page answer", *parts)
         left = view.created_at + timedelta(milliseconds=view.ttl_ms) - datetime.now(UTC)
@@ -326,9 +326,8 @@ class Answers:
         question = (view.input_requests or {}).get(link.key) if view.status == "input_required" else None
         if question is not None and question.get("method") != "elicitation/create":
             question = None  # only its client answers it
-        decision = None if question is None else decision_of(question)
-        if decision is not None and decision.rule is None:
-            decision = None  # the person who asked decides: their own question, answered as any
+        # A question the person who asked decides is their own, answered as any other.
+        decision = None if question is None else approvers_decision(question)
         mine = owner == session.principal
         opened = _Opened(
             view=view, key=link.key, question=question, owner=owner, mine=mine, decision=decision

@@ -44,7 +44,7 @@ from longtools._metrics import Metrics
 from longtools._protocol import TASKS_EXTENSION
 from longtools._settings import Settings
 from longtools.auth import caller_of, principal_of
-from longtools.decisions import decision_of
+from longtools.decisions import approvers_decision
 from longtools.server._exchange import Exchange, state_refused
 from longtools.server._legacy_tasks import LegacyTasks, method_not_found, speaks_tasks
 from longtools.server._limits import HeldRounds, answers_too_large, limit_reached
@@ -611,8 +611,8 @@ def _page_only_text(tool: Tool, view: TaskView, audience: Audience) -> str:
     for key, link in audience.person_links(view).items():
         question = (view.input_requests or {})[key]
         message = (question.get("params") or {}).get("message", "")
-        decision = decision_of(question)
-        if decision is not None and decision.rule is not None:
+        decision = approvers_decision(question)
+        if decision is not None:
             lines.append(f"- {message} Approvers decide at {link} ({decision.said()})")
         else:
             lines.append(f"- {message} Answer at {link}")

@@ -34,7 +34,7 @@ from mcp_types import ClientCapabilities
 from longtools._protocol import ANSWER_LINKS_META, DECISIONS_META
 from longtools._settings import Settings
 from longtools.auth import Caller, principal_of
-from longtools.decisions import decision_of
+from longtools.decisions import approvers_decision
 from longtools.server._pushed import FIRST_MODE_VERSION, is_legacy
 from longtools.tasks import TERMINAL, AnswerLinks, Tasks, TaskView, Via, public_base
 from longtools.workflows import marking_of
@@ -111,8 +111,7 @@ class Audience:
     def link(self, view: TaskView, key: str) -> str:
         """The answer link of ``view``'s question ``key``: the requester's own, or for a decision
         with approvers, the approvers' link (it opens for each person the rule admits)."""
-        decision = decision_of((view.input_requests or {}).get(key) or {})
-        if decision is not None and decision.rule is not None:
+        if approvers_decision((view.input_requests or {}).get(key) or {}) is not None:
             return self.base + self.links.approvers_path(view, key)
         return self.base + self.links.path(self.principal, view, key)
 
@@ -120,8 +119,8 @@ class Audience:
         """The task's open decisions with approvers, as ``_meta[DECISIONS_META]`` shows them."""
         shown: dict[str, dict[str, Any]] = {}
         for key, question in (view.input_requests or {}).items():
-            decision = decision_of(question)
-            if decision is None or decision.rule is None:
+            decision = approvers_decision(question)
+            if decision is None:
                 continue
             body = decision.wire()
             shown[key] = {

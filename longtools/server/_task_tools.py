@@ -27,7 +27,7 @@ from longtools._logging import request_info
 from longtools._protocol import ANSWER_LINKS_META
 from longtools._settings import Settings
 from longtools.auth import Caller, caller_of, principal_of
-from longtools.decisions import decision_of
+from longtools.decisions import approvers_decision
 from longtools.server._limits import HeldRounds, answers_too_large
 from longtools.server._people import Audience, People
 from longtools.server._wire import NOT_AUTHORIZED, cancel_task, invalid_arguments, temporal_errors
@@ -323,8 +323,8 @@ def _persons_question(key: str, question: Mapping[str, Any], link: str) -> list[
     """A question only the person may answer: the link to give them, never a form to fill in; for
     a decision, who decides and how it stands (``longtools.decisions``)."""
     params = question.get("params") or {}
-    decision = decision_of(question)
-    if decision is not None and decision.rule is not None:
+    decision = approvers_decision(question)
+    if decision is not None:
         return [
             f'Question "{key}": {params.get("message", "")}',
             f"  Approvers decide this on its page, not you and not the person you speak for: "

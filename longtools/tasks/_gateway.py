@@ -64,6 +64,7 @@ from longtools.decisions import (
     Stamp,
     Via,
     Voter,
+    approvers_decision,
     decider_names,
     decider_tags,
     decision_of,
@@ -641,12 +642,8 @@ class Tasks:
         if owner == voter.principal:
             return view, owner
         for question in (view.input_requests or {}).values():
-            decision = decision_of(question)
-            if (
-                decision is not None
-                and decision.rule is not None
-                and (decision.admits(voter) or decision.voted(voter.principal))
-            ):
+            decision = approvers_decision(question)
+            if decision is not None and (decision.admits(voter) or decision.voted(voter.principal)):
                 return view, owner
         raise TaskNotFound("Task not found")
 
@@ -804,6 +801,7 @@ class Tasks:
         await self.check_answerer(view, caller)
         accepted: dict[str, Any] = {}
         once: dict[str, str] = {}
+        voter = self.groups.voter(caller.principal, caller.groups)
         for key, response in responses.items():
             request = asked.get(key)
             if request is None:
@@ -812,7 +810,6 @@ class Tasks:
                 if via != "page" and marking_of(request).marked:
                     raise PersonMustAnswer(key)
                 decision = decision_of(request)
-                voter = self.groups.voter(caller.principal, caller.groups)
                 if decision is not None:
                     _check_vote(key, decision, voter, seen)
                 checked = check_answer(key, request, response)
