@@ -8,8 +8,8 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -126,6 +126,20 @@ class PageClient:
         if response.is_redirect:
             return self.get(response.headers["location"])
         return Page(response)
+
+
+@contextmanager
+def signed_in_people(base: str, tokens: Mapping[str, str]) -> Iterator[Callable[[str], PageClient]]:
+    """``people(name)``: that person signed in to the pages with their token (``tokens[name]``), in
+    a browser of their own; every one closed at the end."""
+    with ExitStack() as stack:
+
+        def signed_in(who: str) -> PageClient:
+            person = stack.enter_context(PageClient(base))
+            person.sign_in(tokens[who])
+            return person
+
+        yield signed_in
 
 
 @contextmanager

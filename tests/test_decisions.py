@@ -10,14 +10,13 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import Served, start_server
-from tests.pages import PageClient
+from tests.pages import PageClient, signed_in_people
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
 PEOPLE = {name: secrets.token_urlsafe(24) for name in ("alice", "bob", "dave", "carol")}
@@ -99,14 +98,8 @@ def _deletions(served: Served, ticket_id: str) -> int:
 @pytest.fixture
 def people(leads: Served) -> Iterator[Callable[[str], PageClient]]:
     """``people(name)``: that person signed in to the pages (in a browser of their own)."""
-    with ExitStack() as stack:
-
-        def signed_in(who: str) -> PageClient:
-            person = stack.enter_context(PageClient(leads.base))
-            person.sign_in(PEOPLE[who])
-            return person
-
-        yield signed_in
+    with signed_in_people(leads.base, PEOPLE) as people:
+        yield people
 
 
 def test_two_leads_but_the_requester_approve_delete_customer_and_each_ticket_is_deleted_once(

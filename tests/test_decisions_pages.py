@@ -16,7 +16,6 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +26,7 @@ import pytest
 
 from tests.conftest import Served, free_port, start_server
 from tests.oidc_provider import OidcProvider
-from tests.pages import Page, PageClient
+from tests.pages import Page, PageClient, signed_in_people
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
 PEOPLE = {name: secrets.token_urlsafe(24) for name in ("alice", "bob", "dave", "carol")}
@@ -74,14 +73,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 @pytest.fixture
 def people(site: Site) -> Iterator[Callable[[str], PageClient]]:
     """``people(name)``: that person signed in with their static token, in a browser of their own."""
-    with ExitStack() as stack:
-
-        def signed_in(who: str) -> PageClient:
-            person = stack.enter_context(PageClient(site.base))
-            person.sign_in(PEOPLE[who])
-            return person
-
-        yield signed_in
+    with signed_in_people(site.base, PEOPLE) as people:
+        yield people
 
 
 def _as(who: str) -> dict[str, str]:
