@@ -32,6 +32,7 @@ from temporalio.runtime import (
     TelemetryConfig,
 )
 
+from longtools.notify import NOTIFICATIONS
 from longtools.workflows._metrics import FIRST_INPUT, TASK_DURATION, TASKS_FINISHED
 
 __all__ = ["DURATION_BUCKETS", "Metrics", "MrtrOutcome"]
@@ -154,6 +155,13 @@ class Metrics:
             "Activity attempts that failed (retried or not)",
             registry=self.registry,
         )
+        self._notifications = Counter(
+            NOTIFICATIONS,
+            "Notifications by channel (email, apprise, webhook) and outcome: sent, error (a try that "
+            "failed and is tried again), failed (given up)",
+            ["channel", "outcome"],
+            registry=self.registry,
+        )
         self._buffer: MetricBuffer | None = None
         self._runtime: Runtime | None = None
         self._lock = threading.Lock()  # render() may run in a scrape thread while drain_forever runs
@@ -161,6 +169,7 @@ class Metrics:
             TASKS_FINISHED: self._finished,
             TASK_DURATION: self._duration,
             FIRST_INPUT: self._asked,
+            NOTIFICATIONS: self._notified,
             _SDK_WORKFLOW_TASK_FAILED: lambda value, _: _inc(self._workflow_task_failures, value),
             _SDK_ACTIVITY_FAILED: lambda value, _: _inc(self._activity_failures, value),
         }
@@ -243,12 +252,21 @@ class Metrics:
         if isinstance(tool, str):
             self._first_input.labels(tool=_clamp(tool)).observe(value)
 
+    def _notified(self, value: float, attributes: MetricAttributes) -> None:
+        channel, outcome = attributes.get("channel"), attributes.get("outcome")
+        if channel in _CHANNELS and outcome in _NOTIFY_OUTCOMES:
+            _inc(self._notifications.labels(channel=str(channel), outcome=str(outcome)), value)
+
     @staticmethod
     def _task_labels(attributes: MetricAttributes) -> tuple[str, str] | None:
         tool, status = attributes.get("tool"), attributes.get("status")
         if not isinstance(tool, str) or status not in _TASK_STATUSES:
             return None
         return _clamp(tool), str(status)
+
+
+_CHANNELS: Final = frozenset({"email", "apprise", "webhook"})
+_NOTIFY_OUTCOMES: Final = frozenset({"sent", "error", "failed"})
 
 
 def _inc(counter: Counter, delta: float) -> None:

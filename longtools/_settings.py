@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlparse, urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 KEYGEN_HINT = (
@@ -313,6 +313,48 @@ class Settings(BaseSettings):
         description="A JWT (and OIDC ID token) claim whose values add groups to its person, e.g. "
         "`groups` or `roles`: a list of names, or one name.",
     )
+    notify_email: SecretStr | None = Field(
+        None,
+        description="The SMTP server notifications are mailed through, as an Apprise `mailto://` or "
+        "`mailtos://` URL with a `from=` (e.g. "
+        "`mailtos://user:pass@smtp.example.com?from=longtools@example.com`); each recipient is added as "
+        "its `to=`.",
+    )
+    notify_people: SecretStr | None = Field(
+        None,
+        description="Where people hear that a question waits for them, `name=address;name=address`: a name "
+        "as in groups (or a whole principal), an address an email (mailed through notify_email) or any "
+        "Apprise URL (Slack, Teams, ntfy, ...); several separated by spaces. A person signed in with OIDC "
+        "is also mailed at their verified `email` claim.",
+    )
+    notify_groups: SecretStr | None = Field(
+        None,
+        description="A group's own channel, `group=apprise-url;group=apprise-url` (e.g. a Slack channel of "
+        "`leads`): told of each question the group may decide, with the link all its approvers share.",
+    )
+    webhooks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated URLs that receive every task event as a signed Standard Webhooks POST "
+        "(needs webhook_secrets).",
+    )
+    webhook_secrets: SecretStr | None = Field(
+        None,
+        description="Comma-separated Standard Webhooks secrets (`whsec_` + base64); each signs every event, "
+        "so a rotation adds the new one first and drops the old once receivers have the new one.",
+    )
+    notify_remind_s: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [14_400.0, 86_400.0],
+        description="Reminders while a question waits: seconds after it started waiting, each after the "
+        "last; the last interval repeats (at most 20 reminders).",
+    )
+    notify_retry_max_s: float = Field(
+        300.0, gt=0, description="Longest wait between two tries of a notification that failed to go out."
+    )
+    notify_give_up_s: float = Field(
+        86_400.0,
+        gt=0,
+        description="How long a notification is tried before it is given up and counted as failed.",
+    )
     idempotency_ttl_s: float = Field(
         86_400.0,
         gt=0,
@@ -355,7 +397,15 @@ class Settings(BaseSettings):
         "answers or results, which the logs otherwise never hold.",
     )
 
-    @field_validator("allowed_hosts", "allowed_origins", "tools", "authorization_servers", mode="before")
+    @field_validator(
+        "allowed_hosts",
+        "allowed_origins",
+        "tools",
+        "authorization_servers",
+        "webhooks",
+        "notify_remind_s",
+        mode="before",
+    )
     @classmethod
     def _comma_list(cls, value: object) -> object:
         return _split_commas(value)
@@ -379,6 +429,10 @@ class Settings(BaseSettings):
         "ledger_keys",
         "groups",
         "groups_claim",
+        "notify_email",
+        "notify_people",
+        "notify_groups",
+        "webhook_secrets",
         mode="before",
     )
     @classmethod
@@ -398,6 +452,42 @@ class Settings(BaseSettings):
     def _check_groups(cls, value: str | None) -> str | None:
         if value is not None:
             parse_groups(value)
+        return value
+
+    @field_validator("notify_people", "notify_groups")
+    @classmethod
+    def _check_routes(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is not None:
+            parse_routes(value.get_secret_value(), f"LONGTOOLS_{str(info.field_name).upper()}")
+        return value
+
+    @field_validator("notify_email")
+    @classmethod
+    def _check_email(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("mailto://", "mailtos://")):
+            raise ValueError("LONGTOOLS_NOTIFY_EMAIL must be an Apprise mailto:// or mailtos:// URL")
+        return value
+
+    @field_validator("webhooks")
+    @classmethod
+    def _check_webhooks(cls, value: list[str]) -> list[str]:
+        for url in value:
+            if not url.startswith("https://") and not (url.startswith("http://") and is_loopback_url(url)):
+                raise ValueError("LONGTOOLS_WEBHOOKS must be https:// URLs (http:// only on loopback)")
+        return value
+
+    @field_validator("webhook_secrets")
+    @classmethod
+    def _check_webhook_secrets(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_webhook_secrets(value.get_secret_value())
+        return value
+
+    @field_validator("notify_remind_s")
+    @classmethod
+    def _check_reminders(cls, value: list[float]) -> list[float]:
+        if any(seconds <= 0 for seconds in value):
+            raise ValueError("LONGTOOLS_NOTIFY_REMIND_S must be positive seconds")
         return value
 
     @field_validator("auth_tokens")
@@ -474,6 +564,17 @@ class Settings(BaseSettings):
             return None
         return decode_key_ring(self.ledger_keys.get_secret_value(), "LONGTOOLS_LEDGER_KEYS")
 
+    @model_validator(mode="after")
+    def _webhooks_are_signed(self) -> Settings:
+        if self.webhooks and self.webhook_secrets is None:
+            raise ValueError("LONGTOOLS_WEBHOOKS needs LONGTOOLS_WEBHOOK_SECRETS: every event is signed")
+        return self
+
+    @property
+    def notifying(self) -> bool:
+        """Whether anyone is told anything: an email server, a channel or a webhook is configured."""
+        return bool(self.notify_email or self.notify_people or self.notify_groups or self.webhooks)
+
     def require_state_keys(self) -> list[bytes]:
         """The state key ring; raises MissingKeyRing when none is configured."""
         keys = self.state_key_ring()
@@ -546,6 +647,48 @@ def parse_groups(raw: str) -> dict[str, frozenset[str]]:
             raise ValueError(f"LONGTOOLS_GROUPS entry {index + 1} is not `group=name,name`")
         groups.setdefault(group, set()).update(names)
     return {group: frozenset(names) for group, names in groups.items()}
+
+
+def parse_routes(raw: str, variable: str) -> dict[str, tuple[str, ...]]:
+    """``LONGTOOLS_NOTIFY_PEOPLE`` or ``_GROUPS`` as ``{name: addresses}``: ``bob=bob@example.com;
+    leads=slack://...``, several addresses separated by spaces. An address holds no ``;``.
+
+    Raises:
+        ValueError: an entry is not ``name=address`` (the message names it by position, never its
+            address, which may hold a token).
+    """
+    routes: dict[str, tuple[str, ...]] = {}
+    for index, entry in enumerate(part.strip() for part in raw.split(";")):
+        if not entry:
+            continue
+        name, sep, addresses = entry.partition("=")
+        found = tuple(address for address in addresses.split() if address)
+        if not sep or not name.strip() or not found:
+            raise ValueError(f"{variable} entry {index + 1} is not `name=address`")
+        routes[name.strip()] = routes.get(name.strip(), ()) + found
+    return routes
+
+
+def parse_webhook_secrets(raw: str) -> list[bytes]:
+    """``LONGTOOLS_WEBHOOK_SECRETS``: Standard Webhooks secrets, ``whsec_`` and base64 each.
+
+    Raises:
+        ValueError: one is not such a secret (named by position, never by value).
+    """
+    secrets: list[bytes] = []
+    for index, secret in enumerate(part.strip() for part in raw.split(",") if part.strip()):
+        try:
+            key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+        except (binascii.Error, ValueError):
+            key = b""
+        if len(key) < 24:
+            raise ValueError(
+                f"LONGTOOLS_WEBHOOK_SECRETS entry {index + 1} is not `whsec_` and 24 or more bytes in base64"
+            )
+        secrets.append(key)
+    if not secrets:
+        raise ValueError("LONGTOOLS_WEBHOOK_SECRETS is set but empty")
+    return secrets
 
 
 def parse_static_tokens(raw: str) -> dict[str, str]:

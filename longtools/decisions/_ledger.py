@@ -42,11 +42,14 @@ __all__ = [
     "verify_entries",
 ]
 
-EntryKind = Literal["intent", "question", "vote", "answer", "escalated", "decided", "effect", "end"]
+EntryKind = Literal[
+    "intent", "question", "vote", "answer", "escalated", "decided", "effect", "notified", "end"
+]
 """What an entry records: the task's ``intent`` (tool, argument digest, requester); a person's
 ``question`` (proposal digest, rule, deadline); a ``vote`` on it or an ``answer`` to an unmarked
 question (who, how, when, the proposal digest); its escalation; how it was ``decided``; each
-``effect`` (an activity, its outcome); and the task's ``end`` (its exit state)."""
+``effect`` (an activity, its outcome); who was ``notified`` of a question and whose notification
+failed (``longtools.notify``); and the task's ``end`` (its exit state)."""
 
 ENTRY_FIELDS: Final = ("task", "seq", "at", "kind", "data", "prev")
 """The fields an entry's hash covers; ``hash``, ``key`` and ``sig`` are added by signing."""

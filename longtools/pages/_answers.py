@@ -43,7 +43,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from longtools._settings import Settings
 from longtools.auth import Caller
-from longtools.decisions import DecisionState, Voter, approvers_decision, decision_of
+from longtools.decisions import DecisionState, Voter, approvers_decision, decision_of, names_of
 from longtools.pages._forms import FORM_ERROR, Field, content_of, fields_of, form_values, schema_errors
 from longtools.pages._frame import Frame, Refused
 from longtools.pages._sessions import PageSession
@@ -308,7 +308,9 @@ class Answers:
                 their task's page instead: ``_Opened.asked``); "expired" (410).
         """
         try:
-            link = self._links.open(request.path_params["token"], session.principal)
+            link = self._links.open(
+                request.path_params["token"], session.principal, names_of(session.principal)
+            )
         except LinkUnknown:
             raise Refused(self._frame.message(session, 404, "unknown")) from None
         except LinkExpired:

@@ -240,7 +240,8 @@ class LongTools:
             # under the held-request bounds before it starts anything: one refused at a bound
             # must leave no task behind.
             with self._held.hold(principal) if not as_task or asks_nobody else contextlib.nullcontext():
-                view = await self._begin(tool, args, principal, exchange, idempotency_key)
+                base = self.people.audience(ctx).base
+                view = await self._begin(tool, args, principal, exchange, idempotency_key, base)
                 if legacy_task:
                     self._tasks.follow(view, self._poll_interval_ms(view))  # the client polls it next
                     return self.legacy.created(ctx, tool, view)
@@ -253,18 +254,27 @@ class LongTools:
                 return await self._hold(ctx, tool, _Continuation(task=view.task_id), rnd, exchange, view)
 
     async def _begin(
-        self, tool: Tool, args: BaseModel, principal: str, exchange: Exchange, idempotency_key: str | None
+        self,
+        tool: Tool,
+        args: BaseModel,
+        principal: str,
+        exchange: Exchange,
+        idempotency_key: str | None,
+        base: str,
     ) -> TaskView:
-        """The call's task: started now, or the one its idempotency key or exchange names."""
+        """The call's task: started now, or the one its idempotency key or exchange names. ``base``:
+        where the caller reached this server (the task's notifications link there)."""
         try:
             if idempotency_key is not None:
-                view, created = await self._start_keyed(tool, args, principal, idempotency_key)
+                task_id = self._tasks.ids.derived(principal, "task", principal, tool.name, idempotency_key)
+                view, created = await self._start_keyed(tool, args, principal, task_id, base)
             elif exchange.rounds:
                 # The last round of a pre-phase: the exchange names its task, so a replay of this
                 # round (a proxy's retry, a lost response) finds the task, not a second one.
-                view, created = await self._start_for_exchange(tool, args, principal, exchange)
+                task_id = self._tasks.ids.derived(principal, "exchange", principal, tool.name, exchange.id)
+                view, created = await self._start_for_exchange(tool, args, principal, task_id, base)
             else:
-                view, created = await self._tasks.start(tool, args, principal)
+                view, created = await self._tasks.start(tool, args, principal, base=base)
         except TooManyTasks:
             limit = self._settings.max_active_tasks_per_principal
             raise limit_reached(
@@ -308,12 +318,11 @@ class LongTools:
         return await self._created(tool, view)
 
     async def _start_keyed(
-        self, tool: Tool, args: BaseModel, principal: str, key: str
+        self, tool: Tool, args: BaseModel, principal: str, task_id: str, base: str
     ) -> tuple[TaskView, bool]:
         """The task of this principal's idempotency key for ``tool``: started now, or the existing one."""
-        task_id = self._tasks.ids.derived(principal, "task", principal, tool.name, key)
         try:
-            view, created = await self._start_derived(tool, args, principal, task_id)
+            view, created = await self._start_derived(tool, args, principal, task_id, base)
         except TaskNotFound:
             raise MCPError(
                 code=INVALID_PARAMS, message="This idempotency key's task has expired; use a new key"
@@ -323,21 +332,22 @@ class LongTools:
         return view, created
 
     async def _start_for_exchange(
-        self, tool: Tool, args: BaseModel, principal: str, exchange: Exchange
+        self, tool: Tool, args: BaseModel, principal: str, task_id: str, base: str
     ) -> tuple[TaskView, bool]:
-        task_id = self._tasks.ids.derived(principal, "exchange", principal, tool.name, exchange.id)
         try:
-            return await self._start_derived(tool, args, principal, task_id)
+            return await self._start_derived(tool, args, principal, task_id, base)
         except TaskNotFound:
             raise state_refused() from None  # the exchange's task has outlived its TTL
         except _OtherArguments:
             raise state_used() from None  # a replay with other answers, which led to other arguments
 
     async def _start_derived(
-        self, tool: Tool, args: BaseModel, principal: str, task_id: str
+        self, tool: Tool, args: BaseModel, principal: str, task_id: str, base: str
     ) -> tuple[TaskView, bool]:
         digest = args_digest(args.model_dump(mode="json"))
-        view, created = await self._tasks.start(tool, args, principal, task_id=task_id, args_digest=digest)
+        view, created = await self._tasks.start(
+            tool, args, principal, task_id=task_id, args_digest=digest, base=base
+        )
         if view.args_digest != digest:
             raise _OtherArguments
         return view, created

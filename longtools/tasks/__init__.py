@@ -8,6 +8,14 @@ and ``longtools.workflows``; the wire (``longtools.server``) builds on this, nev
 
 from __future__ import annotations
 
+from longtools._links import (
+    ANSWER_PATH,
+    AnswerLink,
+    AnswerLinks,
+    LinkExpired,
+    LinkUnknown,
+    public_base,
+)
 from longtools.decisions import Via
 from longtools.tasks._changes import Changes, Mark
 from longtools.tasks._gateway import (
@@ -29,14 +37,6 @@ from longtools.tasks._gateway import (
     task_progress,
 )
 from longtools.tasks._ids import TaskIds, derive_id
-from longtools.tasks._links import (
-    ANSWER_PATH,
-    AnswerLink,
-    AnswerLinks,
-    LinkExpired,
-    LinkUnknown,
-    public_base,
-)
 from longtools.tasks._mailbox import Mailboxes, QuestionClosed
 from longtools.tasks._run_once import KeyReused, RunOnce, args_digest, key_reused, state_used
 

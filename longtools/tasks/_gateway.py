@@ -72,6 +72,7 @@ from longtools.decisions import (
     tag_ring,
     unstamped,
 )
+from longtools.notify import NOTIFY_MEMO
 from longtools.tasks._changes import Changes, Completion, Mark
 from longtools.tasks._ending import Endings
 from longtools.tasks._ids import TaskIds
@@ -332,8 +333,11 @@ class Tasks:
         *,
         task_id: str | None = None,
         args_digest: str | None = None,
+        base: str = "",
     ) -> tuple[TaskView, bool]:
         """Start ``tool``'s workflow; returns once Temporal has it durably (so ``tasks/get`` finds it).
+        ``base``: where the caller reached this server (``public_base``), for the links the task's
+        notifications carry.
 
         With a ``task_id`` (derived, ``ids.derived``, from an idempotency key or an exchange) an
         existing task of that id is returned instead of a second one, also to concurrent
@@ -357,7 +361,7 @@ class Tasks:
             raise
         created = False
         try:
-            view, created = await self._started(tool, args, principal, task_id, args_digest)
+            view, created = await self._started(tool, args, principal, task_id, args_digest, base)
         finally:
             self._starting[principal] -= 1
             if not self._starting[principal]:
@@ -369,7 +373,13 @@ class Tasks:
         return view, created
 
     async def _started(
-        self, tool: Tool, args: BaseModel, principal: str, task_id: str | None, args_digest: str | None
+        self,
+        tool: Tool,
+        args: BaseModel,
+        principal: str,
+        task_id: str | None,
+        args_digest: str | None,
+        base: str,
     ) -> tuple[TaskView, bool]:
         ttl_ms = int(self._settings.task_ttl_s * 1000)
         now = datetime.now(UTC)
@@ -385,6 +395,10 @@ class Tasks:
         summary = tool.summary_of(args)
         if summary is not None:
             memo[_SUMMARY_MEMO] = summary
+        if self._settings.notifying:
+            # The task tells its people (longtools.notify), its links made under where the caller
+            # reached this server, its reminders as the deployment has them now.
+            memo[NOTIFY_MEMO] = {"base": base, "remind": self._settings.notify_remind_s}
         derived, task_id = task_id is not None, task_id or self.ids.new(principal)
         owner_tag = self.ids.owner_tags(principal)[0]
         for attempt in range(_START_ATTEMPTS):

@@ -14,11 +14,14 @@ from temporalio.worker import Interceptor, Worker
 from longtools._settings import Settings
 from longtools.activities._ending import terminate_cancelled
 from longtools.decisions import ledger_keys, signing_activity, tag_ring
+from longtools.notify import Notifier
 from longtools.temporal._outcomes import ActivityOutcomes
 from longtools.tools import Registry
 from longtools.workflows._ask import CarryConversation
 from longtools.workflows._ledger import RecordLedger
 from longtools.workflows._metrics import TaskMetricsInterceptor
+from longtools.workflows._notify import TellEnd
+from longtools.workflows.notify import NotifyWorkflow
 
 
 def build_worker(settings: Settings, client: Client, registry: Registry) -> Worker:
@@ -29,21 +32,25 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
     """
     interceptors = task_interceptors()
     # Ours too: a task cancelled that does not stop is terminated (longtools/workflows/_ending.py),
-    # and every task's ledger is signed (longtools/decisions).
+    # every task's ledger is signed (longtools/decisions), and people are told (longtools/notify).
+    notifier = Notifier(settings)
     activities: list[Callable[..., Any]] = [
         *registry.activities,
         terminate_cancelled,
         signing_activity(ledger_keys(settings), tag_ring(settings)),
+        notifier.plan,
+        notifier.send,
     ]
+    workflows = [*registry.workflows, NotifyWorkflow]
     return Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=registry.workflows,
+        workflows=workflows,
         activities=activities,
         # Given, not left to the SDK: its default hashes the bytecode of every module loaded, and
         # with no .pyc files (PYTHONDONTWRITEBYTECODE, a fresh install) that compiles ~1,000 modules
         # again, 2 s of a 2-core machine's start (bench/README.md, "serve start").
-        build_id=build_id([*registry.workflows, *activities, *map(type, interceptors)]),
+        build_id=build_id([*workflows, *activities, *map(type, interceptors)]),
         interceptors=interceptors,
         # A task waiting for a person's answer need not stay in memory: past this many, the least
         # recently run is dropped and replayed from its history when it runs again.
@@ -63,8 +70,9 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
 
 def task_interceptors() -> list[Interceptor]:
     """What every longtools worker runs its tasks with, and a replay of their histories must too:
-    metrics, a conversation that survives continue-as-new, the ledger, activity outcomes."""
-    return [TaskMetricsInterceptor(), CarryConversation(), RecordLedger(), ActivityOutcomes()]
+    metrics, a conversation that survives continue-as-new, the end told (once the ledger has it),
+    the ledger, activity outcomes."""
+    return [TaskMetricsInterceptor(), CarryConversation(), TellEnd(), RecordLedger(), ActivityOutcomes()]
 
 
 def build_id(code: Iterable[object]) -> str:

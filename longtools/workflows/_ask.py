@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         Expired,
         Rejected,
         Stamp,
+        decision_of,
         digest_of,
         ledger_time,
         unstamped,
@@ -77,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from longtools.workflows._ledger import Recorder, recorder
     from longtools.workflows._metrics import CARRIED_MEMO, TOOL_MEMO, first_input_requested, task_start_time
+    from longtools.workflows._notify import announcer
 
 TASK_MEMO = "longtools.task"
 _REASK_PATCH = "longtools.reask-unparsable-answer"
@@ -337,13 +339,37 @@ async def ask(request: InputRequest | Mapping[str, InputRequest]) -> InputRespon
     conversation.publish()
     ledger = recorder()
     await ledger.flush()
+    # A person's question (one the page answers: it carries its proposal) is told to its person.
+    told = announcer()
+    people = {
+        key: state
+        for key in keys.values()
+        if told.enabled
+        and (state := decision_of(conversation.pending[key].model_dump(mode="json", by_alias=True)))
+        is not None
+    }
+    for key, state in people.items():
+        await told.announce("waiting", question=key, state=state)
+    since, reminded = workflow.now(), 0
     answered = 0
     while answered < len(keys):
 
         def more_answered(seen: int = answered) -> bool:
             return answered_now() > seen
 
-        await workflow.wait_condition(more_answered)
+        due = told.reminder_due(since, reminded) if people else None
+        try:
+            await workflow.wait_condition(
+                more_answered, timeout=None if due is None else due - workflow.now()
+            )
+        except TimeoutError:
+            reminded += 1
+            for key, state in people.items():
+                if conversation.current(key) not in conversation.answers:
+                    await told.announce(
+                        "reminder", question=conversation.current(key), state=state, reminder=reminded
+                    )
+            continue
         answered = answered_now()
         if answered < len(keys):
             conversation.publish()  # partial answer: show only what is still outstanding
@@ -487,8 +513,12 @@ async def _decide(
     )
     conversation.publish()
     await _tag_deciders(ledger, state)
+    told = announcer()
+    await told.announce("waiting", question=key, state=state)
+    reminded, widened = 0, list[str]()
+    remind_at = told.reminder_due(now, reminded)
     while deciding.state.outcome is None:
-        due = [at for at in (deadline, escalate_at) if at is not None]
+        due = [at for at in (deadline, escalate_at, remind_at) if at is not None]
         left = (min(due) - workflow.now()) if due else None
         try:
             if left is None or left > timedelta(0):
@@ -502,6 +532,18 @@ async def _decide(
             deciding.state = replace(deciding.state, escalated_at=ledger_time(workflow.now()))
             widened = [] if rule is None or rule.escalate is None else list(rule.escalate.groups)
             ledger.append("escalated", {"question": key, "groups": widened})
+            await told.announce("escalated", question=key, state=deciding.state, widened=widened)
+        elif (
+            remind_at is not None
+            and workflow.now() >= remind_at
+            and (deadline is None or workflow.now() < deadline)
+        ):
+            reminded += 1
+            remind_at = told.reminder_due(now, reminded)
+            await told.announce(
+                "reminder", question=key, state=deciding.state, reminder=reminded, widened=widened
+            )
+            continue
         elif deadline is not None and workflow.now() >= deadline:
             ended: DecisionEnd = "escalated" if deciding.state.escalated_at else "expired"
             deciding.state = replace(deciding.state, outcome=ended)

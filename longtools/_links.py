@@ -1,23 +1,27 @@
-"""Answer links: a sealed URL that lets one person answer one question of one task. API process.
+"""Answer links: a sealed URL that lets one person answer one question of one task. Made by the API
+(``tasks/get``, the pages) and by the worker (a notification's link: ``longtools.notify``).
 
 A link is sealed (``longtools._sealing``, its own label) over the task, the question's key and an
 expiry, and bound to the principal who owns the task: only that principal's sign-in opens it, and
 to anyone else it reads as unknown, like a made-up one. A decision's question (approvers, a
 quorum: ``longtools.decisions``) has one link for all its approvers instead, bound to no one: it
 opens for anyone signed in, and the page then shows it only to those the question's rule admits
-(to anyone else it reads as unknown, the same page). Links carry no answer and no secret of the
-task; what a leaked link gives is a page that asks its finder to sign in as its owner.
+(to anyone else it reads as unknown, the same page). A notification sends each approver a link of
+their own instead: an approvers' link bound to that approver's name, which opens for them only.
+Links carry no answer and no secret of the task; what a leaked link gives is a page that asks its
+finder to sign in as its owner.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from datetime import datetime
+from typing import Final, Protocol
 
 from longtools._sealing import Sealer, Unsealable
 from longtools._settings import Settings
-from longtools.tasks._gateway import TaskView
 
 __all__ = ["ANSWER_PATH", "AnswerLink", "AnswerLinks", "LinkExpired", "LinkUnknown", "public_base"]
 
@@ -26,6 +30,21 @@ _LABEL: Final = "longtools answer links"
 _APPROVERS: Final = "\x00approvers"
 """What an approvers' link is bound to: no principal has this name (they are ``token:``, ``jwt:``,
 or ``anonymous``)."""
+
+
+_APPROVER: Final = "\x00approver:"
+"""What an approver's own link (a notification's) is bound to, followed by their name in the rule."""
+
+
+class Linked(Protocol):
+    """What a link is made of: the task, when it started and how long it lives (a ``TaskView``)."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def ttl_ms(self) -> int: ...
 
 
 class LinkUnknown(Exception):
@@ -54,35 +73,46 @@ class AnswerLinks:
         self._sealer = Sealer(settings.require_state_keys(), _LABEL)
         self._ttl_s = settings.answer_link_ttl_s
 
-    def path(self, principal: str, view: TaskView, key: str) -> str:
+    def path(self, principal: str, view: Linked, key: str) -> str:
         """The link to ``view``'s question ``key`` for ``principal``, as a path of this server. The
         same on every call for the same question (one link per question, shown alike on every
         poll), unless ``answer_link_ttl_s`` shortens it: then a new one each minute (or half the TTL,
         if shorter), valid for at least that long."""
+        value = {"t": view.task_id, "k": key, "e": self._expiry(view)}
+        return ANSWER_PATH + self._sealer.seal(value, principal, deterministic=True)
+
+    def approvers_path(self, view: Linked, key: str) -> str:
+        """The link to a decision's question for every approver its rule admits (see above)."""
+        return self.path(_APPROVERS, view, key)
+
+    def approver_path(self, name: str, view: Linked, key: str) -> str:
+        """The link to a decision's question for one approver, ``name`` as the rule or a group names
+        them (``bob`` or ``token:bob``): it opens only for a principal that goes by that name."""
+        return self.path(_APPROVER + name, view, key)
+
+    def _expiry(self, view: Linked) -> int:
         expires = view.created_at.timestamp() + view.ttl_ms / 1000
         if self._ttl_s is not None:
             # A new link each step (a minute, or half a short TTL), valid at least the TTL from now.
             now, step = time.time(), min(60.0, max(1.0, self._ttl_s / 2))
             expires = min(expires, now - now % step + step + self._ttl_s)
-        value = {"t": view.task_id, "k": key, "e": int(expires)}
-        return ANSWER_PATH + self._sealer.seal(value, principal, deterministic=True)
+        return int(expires)
 
-    def approvers_path(self, view: TaskView, key: str) -> str:
-        """The link to a decision's question for every approver its rule admits (see above)."""
-        return self.path(_APPROVERS, view, key)
+    def open(self, token: str, principal: str, names: Iterable[str] = ()) -> AnswerLink:
+        """``names``: every name ``principal`` goes by in rules, for an approver's own link.
 
-    def open(self, token: str, principal: str) -> AnswerLink:
-        """Raises:
-        LinkUnknown: not a link of ``principal``'s, nor an approvers' link.
-        LinkExpired: such a link, past its expiry."""
-        approvers = False
-        try:
-            value = self._sealer.open(token, principal)
-        except Unsealable:
+        Raises:
+            LinkUnknown: not a link of ``principal``'s, nor an approvers' link, nor one of theirs.
+            LinkExpired: such a link, past its expiry."""
+        for bound in (principal, _APPROVERS, *(_APPROVER + name for name in names)):
             try:
-                value, approvers = self._sealer.open(token, _APPROVERS), True
+                value = self._sealer.open(token, bound)
+                break
             except Unsealable:
-                raise LinkUnknown from None
+                continue
+        else:
+            raise LinkUnknown
+        approvers = bound != principal
         task_id, key, expires = value.get("t"), value.get("k"), value.get("e")
         if not isinstance(task_id, str) or not isinstance(key, str) or not isinstance(expires, int):
             raise LinkUnknown

@@ -1,0 +1,125 @@
+"""Who hears of a notice, and through what: the deployment's routes (``LONGTOOLS_NOTIFY_*``,
+``LONGTOOLS_WEBHOOKS``) applied to a notice. Worker process (the notify workflow's activities)."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from longtools._settings import Settings, parse_groups, parse_routes
+from longtools.decisions import name_of, names_of
+from longtools.notify._notices import Channel, Delivery, Notice
+
+__all__ = ["RouteGone", "Routes"]
+
+
+class RouteGone(Exception):
+    """A delivery's address is no longer in the settings (they changed since it was planned)."""
+
+
+class Routes:
+    def __init__(self, settings: Settings) -> None:
+        self._people = _routes(settings.notify_people, "LONGTOOLS_NOTIFY_PEOPLE")
+        self._channels = _routes(settings.notify_groups, "LONGTOOLS_NOTIFY_GROUPS")
+        self._members = parse_groups(settings.groups) if settings.groups else {}
+        self._webhooks = list(settings.webhooks)
+        self._email = None if settings.notify_email is None else settings.notify_email.get_secret_value()
+
+    def plan(self, notice: Notice, signed_in: dict[str, str] | None = None) -> list[Delivery]:
+        """Every message ``notice`` makes. ``signed_in``: the verified email of people who signed in
+        (by principal), for those the settings give no address."""
+        deliveries: list[Delivery] = []
+        rule = notice.approvers()
+        if notice.kind == "ended" or rule is None:
+            deliveries += self._person(
+                notice.requester, "task" if notice.kind == "ended" else "own", signed_in
+            )
+        else:
+            groups = list(notice.widened) if notice.kind == "escalated" else list(rule.groups)
+            if notice.kind == "reminder" and rule.escalate is not None and notice.widened:
+                groups += notice.widened
+            names = set() if notice.kind == "escalated" else set(rule.principals)
+            for group in groups:
+                names |= self._members.get(group, frozenset())
+                deliveries += [
+                    Delivery(
+                        channel="apprise", to=f"group {group}", route=f"group:{group}:{n}", link="shared"
+                    )
+                    for n, _ in enumerate(self._channels.get(group, ()))
+                ]
+            voted = {name for principal in notice.voted for name in names_of(principal)}
+            for name in sorted(names):
+                if name in voted or (rule.exclude_requester and name in names_of(notice.requester)):
+                    continue
+                deliveries += self._person(name, "approver", signed_in)
+        deliveries += [
+            Delivery(channel="webhook", to=f"webhook {n + 1}", route=f"webhook:{n}", link="shared")
+            for n in range(len(self._webhooks))
+        ]
+        return deliveries
+
+    def _person(self, name: str, link: str, signed_in: dict[str, str] | None) -> list[Delivery]:
+        addresses = self._addresses(name)
+        found = [
+            Delivery(
+                channel=self._channel_of(address),
+                to=name_of(name),
+                route=f"person:{key}:{n}",
+                link=link,
+                name=name,
+            )
+            for key, n, address in addresses
+            if self._channel_of(address) != "email" or self._email is not None
+        ]
+        email = (signed_in or {}).get(name)
+        if not addresses and email is not None and self._email is not None:
+            found.append(
+                Delivery(channel="email", to=name_of(name), route=f"signed-in:{name}", link=link, name=name)
+            )
+        return found
+
+    def _addresses(self, name: str) -> list[tuple[str, int, str]]:
+        for key in (name, name_of(name)):
+            if key in self._people:
+                return [(key, n, address) for n, address in enumerate(self._people[key])]
+        return []
+
+    @staticmethod
+    def _channel_of(address: str) -> Channel:
+        return "apprise" if "://" in address else "email"
+
+    def target(self, delivery: Delivery, signed_in: str | None = None) -> str:
+        """The Apprise URL or webhook URL ``delivery`` goes to, from the settings as they are now.
+
+        Raises:
+            RouteGone: its address is no longer there.
+        """
+        kind, _, rest = delivery.route.partition(":")
+        address: str | None = None
+        if kind == "webhook":
+            n = int(rest)
+            address = self._webhooks[n] if n < len(self._webhooks) else None
+        elif kind in ("person", "group"):
+            key, _, n_text = rest.rpartition(":")
+            found = (self._people if kind == "person" else self._channels).get(key, ())
+            address = found[int(n_text)] if int(n_text) < len(found) else None
+        elif kind == "signed-in":
+            address = signed_in
+        if address is None:
+            raise RouteGone(delivery.route)
+        if delivery.channel == "email":
+            if self._email is None or "://" in address:
+                raise RouteGone(delivery.route)
+            return _mail_to(self._email, address)
+        return address
+
+
+def _routes(raw: object, variable: str) -> dict[str, tuple[str, ...]]:
+    secret = getattr(raw, "get_secret_value", None)
+    return parse_routes(secret(), variable) if callable(secret) else {}
+
+
+def _mail_to(server: str, address: str) -> str:
+    """The Apprise mail URL of ``server`` with ``address`` as its one recipient."""
+    parts = urlsplit(server)
+    query = [(name, value) for name, value in parse_qsl(parts.query) if name != "to"] + [("to", address)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
