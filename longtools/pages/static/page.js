@@ -9,6 +9,13 @@
 // tab (sessionStorage) when the form is sent, filled in again when the question's page comes back
 // after a sign-in, and dropped on any other page. Never a password field's value: a secret is
 // typed again.
+//
+// On /tasks and /decisions, once the person allows it (a button asks: browsers ask only on a
+// click), a question newly waiting for them shows as the browser's own notification while the
+// page is open. The server marks each such question (data-waits: its task and key, the
+// notification's tag, so two tabs show it once); those there when the page loaded, and those this
+// tab told of before (sessionStorage), are not told again. It names the tool, never what is asked
+// or answered; a click on it opens the question.
 "use strict";
 (function () {
   const DRAFT = "longtools-draft:";
@@ -20,6 +27,7 @@
   if (firstError) firstError.focus();
   const live = document.querySelector("[data-live]");
   if (!live) return;
+  const tell = notifier(live);
   const url = live.getAttribute("data-live");
   let version = live.getAttribute("data-version");
   const wait = (ms) => new Promise((done) => setTimeout(done, ms));
@@ -55,6 +63,7 @@
       if (changed) {
         live.innerHTML = news.html; // rendered and escaped by the server
         showScripted(live);
+        if (tell) tell(live);
         version = news.v;
         live.setAttribute("data-version", version);
       }
@@ -74,6 +83,72 @@
   function showScripted(root) {
     for (const hidden of root.querySelectorAll(".with-script[hidden]")) {
       if (!hidden.hasAttribute("data-copy") || (navigator.clipboard && window.isSecureContext)) hidden.hidden = false;
+    }
+  }
+
+  // The button that asks to notify, and what tells of the questions new to the page (null where
+  // the page has no button, or the browser no notifications: then nothing is shown).
+  function notifier(live) {
+    const control = document.getElementById("notify");
+    if (!control || !("Notification" in window) || !window.isSecureContext) return null;
+    const ask = control.querySelector("#notify-ask");
+    const said = control.querySelector("#notify-said");
+    const SEEN = "longtools-notified";
+    function show(asked) {
+      const now = Notification.permission;
+      control.hidden = now === "granted" && !asked;
+      ask.hidden = now !== "default";
+      if (now === "denied") said.textContent = "Notifications are blocked for this site in the browser's settings.";
+      else if (now === "granted") said.textContent = "You will be notified while this page is open.";
+      else said.textContent = "";
+    }
+    ask.addEventListener("click", () => {
+      Notification.requestPermission().then(() => show(true), () => show(true));
+    });
+    show(false);
+    let seen;
+    try {
+      seen = new Set(JSON.parse(window.sessionStorage.getItem(SEEN) || "[]"));
+    } catch (e) {
+      seen = new Set();
+    }
+    const waiting = (root) => Array.from(root.querySelectorAll("[data-waits]"));
+    for (const question of waiting(live)) seen.add(question.getAttribute("data-waits")); // there already
+    keep();
+    return function (root) {
+      for (const question of waiting(root)) {
+        const tag = question.getAttribute("data-waits");
+        if (seen.has(tag)) continue;
+        seen.add(tag);
+        if (Notification.permission === "granted") notify(tag, question);
+      }
+      keep();
+    };
+
+    function notify(tag, question) {
+      const link = question.getAttribute("data-waits-link") || "";
+      let shown;
+      try {
+        shown = new Notification(control.getAttribute("data-title"), {
+          body: question.getAttribute("data-waits-body"),
+          tag: tag,
+        });
+      } catch (e) {
+        return; // a browser that shows them only from a service worker (Chrome on Android)
+      }
+      shown.onclick = () => {
+        window.focus();
+        shown.close();
+        if (link.startsWith("/") && !link.startsWith("//")) window.location.assign(link); // this server's
+      };
+    }
+
+    function keep() {
+      try {
+        window.sessionStorage.setItem(SEEN, JSON.stringify(Array.from(seen).slice(-200)));
+      } catch (e) {
+        // refused or full: this tab may tell of one again after a reload
+      }
     }
   }
 
