@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from longtools._settings import Settings
 from longtools.cli._launch import fail, payload_keys_of, settings_of
+from longtools.notify import NOTIFY_WORKFLOW
 from longtools.temporal import (
     DEFAULT_ADDRESS,
     ENCODING,
@@ -100,6 +101,7 @@ async def _read(address: str, namespace: str, task_id: str, codec: EncryptionCod
     return {
         "taskId": task_id,
         "runId": description.run_id,
+        "notifications": [await _notification(client, child, codec) for child in _notify_children(events)],
         "workflowType": description.workflow_type,
         "status": description.status.name if description.status is not None else "UNKNOWN",
         "started": description.start_time.isoformat(),
@@ -109,6 +111,43 @@ async def _read(address: str, namespace: str, task_id: str, codec: EncryptionCod
         "events": events,
         "failure": failure,
     }
+
+
+def _notify_children(events: list[dict[str, Any]]) -> list[str]:
+    """The ids of the notify workflows the task started (``longtools.notify``)."""
+    return [
+        str(event["attributes"].get("workflowId"))
+        for event in events
+        if event["type"] == "StartChildWorkflowExecutionInitiated"
+        and event["attributes"].get("workflowType", {}).get("name") == NOTIFY_WORKFLOW
+    ]
+
+
+async def _notification(client: Client, workflow_id: str, codec: EncryptionCodec) -> dict[str, Any]:
+    """How one notification of the task stands: its tries still going (with the last error), or
+    what became of each delivery once it is done."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        description = await handle.describe()
+    except RPCError as exc:
+        return {"id": workflow_id, "status": exc.status.name}
+    shown: dict[str, Any] = {
+        "id": workflow_id,
+        "status": description.status.name if description.status is not None else "UNKNOWN",
+    }
+    tries = []
+    for activity in description.raw_description.pending_activities:
+        _decrypt(activity, codec)
+        pending = _readable(json_format.MessageToDict(activity))
+        tries.append({"attempt": pending.get("attempt", 1), "lastFailure": pending.get("lastFailure")})
+    if tries:
+        shown["sending"] = tries
+    if description.close_time is not None:
+        history = await handle.fetch_history()
+        last = _event(history.events[-1], codec)
+        result = last["attributes"].get("result")
+        shown["result"] = result[0] if isinstance(result, list) and result else result
+    return shown
 
 
 def _memo(description: WorkflowExecutionDescription, codec: EncryptionCodec) -> dict[str, Any]:
@@ -216,6 +255,14 @@ def _text(shown: dict[str, Any]) -> str:
             f"pending activity {name}: {activity.get('state', '?')}, attempt {activity.get('attempt', 1)}"
             + (f", last failure: {_failure_line(last)}" if last else "")
         )
+    for notification in shown["notifications"]:
+        line = f"notification {notification['id']}: {notification['status']}"
+        for sending in notification.get("sending", []):
+            last = sending.get("lastFailure")
+            line += f", try {sending['attempt']}" + (f", last failure: {_failure_line(last)}" if last else "")
+        if "result" in notification:
+            line += f", {_compact(notification['result'])}"
+        lines.append(line)
     lines.append(f"history ({len(shown['events'])} events):")
     for event in shown["events"]:
         attributes = dict(event["attributes"])
