@@ -30,6 +30,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import Replayer, Worker
 
+from longtools import Settings
 from longtools.activities._ending import terminate_cancelled
 from longtools.activities.helpdesk import HelpdeskActivities, TicketStore
 from longtools.decisions import (
@@ -40,6 +41,7 @@ from longtools.decisions import (
     decision_of,
     signing_activity,
 )
+from longtools.notify import NOTIFY_MEMO, Notifier
 from longtools.temporal import task_interceptors
 from longtools.workflows import ANSWER_SIGNAL, HOST_WORD_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
 from longtools.workflows._ending import END_WORKFLOW, Ending, EndTask
@@ -60,8 +62,10 @@ from longtools.workflows.conformance import (
 from longtools.workflows.customers import DeleteCustomer, DeleteCustomerInput
 from longtools.workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
 from longtools.workflows.mailbox import ConnectMailbox, ConnectMailboxInput
+from longtools.workflows.notify import NotifyWorkflow
 from tests.asking import AskFormStrictly, AskRepeatedly
 from tests.ending_tools import BrokenAtStart, NoArgs
+from tests.receivers import WebhookReceiver, webhook_secret
 
 WORKFLOWS: list[type] = [
     AskFormStrictly,
@@ -323,6 +327,24 @@ async def test_a_history_recorded_by_an_earlier_release_replays_on_this_code(rec
     await _replay(history)
 
 
+async def _two_leads_approve(handle: WorkflowHandle[Any, Any]) -> None:
+    """bob's and dave's approvals of the task's decision, as the API delivers them (stamped)."""
+
+    async def asked() -> bool:
+        return "approval" in await _asked(handle)
+
+    await _eventually(asked)
+    published = (await (await handle.describe()).memo())[TASK_MEMO]
+    decision = decision_of(published["input_requests"]["approval"])
+    assert decision is not None
+    for voter in ("token:bob", "token:dave"):
+        stamp = Stamp(principal=voter, via="page", groups=frozenset({"leads"}), digest=decision.digest)
+        await handle.signal(
+            ANSWER_SIGNAL,
+            {"approval": {"action": "accept", "content": {}, "_meta": {ANSWERED_META: stamp.wire()}}},
+        )
+
+
 async def test_delete_customer_replays_its_history_with_its_ledger(
     client: Client, store: TicketStore
 ) -> None:
@@ -359,19 +381,7 @@ async def test_delete_customer_replays_its_history_with_its_ledger(
             memo={TOOL_MEMO: "delete_customer", OWNER_MEMO: "token:alice"},
         )
 
-        async def asked() -> bool:
-            return "approval" in await _asked(handle)
-
-        await _eventually(asked)
-        published = (await (await handle.describe()).memo())[TASK_MEMO]
-        decision = decision_of(published["input_requests"]["approval"])
-        assert decision is not None
-        for voter in ("token:bob", "token:dave"):
-            stamp = Stamp(principal=voter, via="page", groups=frozenset({"leads"}), digest=decision.digest)
-            await handle.signal(
-                ANSWER_SIGNAL,
-                {"approval": {"action": "accept", "content": {}, "_meta": {ANSWERED_META: stamp.wire()}}},
-            )
+        await _two_leads_approve(handle)
         async with asyncio.timeout(30):
             outcome = await handle.result()
     assert outcome.deleted == tickets
@@ -380,3 +390,65 @@ async def test_delete_customer_replays_its_history_with_its_ledger(
         workflows=[DeleteCustomer], interceptors=task_interceptors(), data_converter=pydantic_data_converter
     )
     await replayer.replay_workflow(history)
+
+
+async def test_a_task_that_tells_its_people_and_its_notify_workflow_replay_their_histories(
+    client: Client, store: TicketStore
+) -> None:
+    """A decision that is announced, reminded (its reminder a durable timer) and told of its end,
+    and each notify workflow it started, replay as they ran."""
+    customer = f"notify-{uuid.uuid4().hex[:8]}"
+    store.create("issue", customer)
+    acts = HelpdeskActivities(store, work_s=0, groups={"leads": frozenset({"alice", "bob", "dave"})})
+    with WebhookReceiver() as receiver:
+        notifier = Notifier(Settings(webhooks=[receiver.url], webhook_secrets=webhook_secret()))
+        activities: list[Callable[..., Any]] = [
+            acts.approval_policy,
+            acts.customer_tickets,
+            acts.delete_ticket,
+            signing_activity(LedgerKeys([b"k" * 32]), [b"t" * 32]),
+            notifier.plan,
+            notifier.send,
+        ]
+        queue = f"tq-{uuid.uuid4()}"
+        workflows = [DeleteCustomer, NotifyWorkflow]
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=workflows,
+            activities=activities,
+            interceptors=task_interceptors(),
+        ):
+            handle = await client.start_workflow(
+                DeleteCustomer.run,
+                DeleteCustomerInput(customer=customer),
+                id=f"replay-{uuid.uuid4()}",
+                task_queue=queue,
+                memo={
+                    TOOL_MEMO: "delete_customer",
+                    OWNER_MEMO: "token:alice",
+                    NOTIFY_MEMO: {"base": "http://127.0.0.1:1", "remind": [1]},
+                },
+            )
+
+            async def reminded() -> bool:
+                kinds = {hook.json()["type"] for hook in receiver.received()}
+                return {"task.waiting", "task.reminder"} <= kinds
+
+            await _eventually(reminded)
+            await _two_leads_approve(handle)
+            async with asyncio.timeout(30):
+                await handle.result()
+
+            async def ended() -> bool:
+                return any(hook.json()["type"] == "task.ended" for hook in receiver.received())
+
+            await _eventually(ended)
+            ended_id = f"{handle.id}.ended..0"
+            async with asyncio.timeout(30):
+                await client.get_workflow_handle(ended_id).result()
+    replayer = Replayer(
+        workflows=workflows, interceptors=task_interceptors(), data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(await handle.fetch_history())
+    await replayer.replay_workflow(await client.get_workflow_handle(ended_id).fetch_history())
