@@ -206,3 +206,20 @@ def test_nothing_sent_holds_a_secret_answered_on_a_page_or_a_sensitive_field(
     assert all("requestState" not in text for text in sent)
     bodies = [json.loads(hook.body) for hook in deployment.hooks.received()]
     assert {body["type"] for body in bodies} >= {"task.waiting", "task.ended"}
+
+
+def test_an_escalation_is_told_to_the_group_it_widens_to(
+    deployment: Deployment, people: Callable[[str], PageClient]
+) -> None:
+    arguments = {"principals": ["bob"], "escalate_after_s": 1, "escalate_to": ["ops"], "timeout_s": 600}
+    task_id = str(deployment.call("alice", "decide", arguments)["taskId"])
+    [escalated] = wait_for(deployment.mails("carol", task_id, "Escalated:"), within=15)
+    assert "it now waits for ops too" in escalated.body
+    assert deployment.mails("carol", task_id, "waits for your decision")() == [escalated]
+    carol = people("carol")
+    link = _answer_link(escalated)
+    opened = carol.get(link)
+    assert opened.status == 200 and 'class="answer"' in opened.text
+    carol.send(link, opened, {"note": "as ops"})
+    [ended] = wait_for(deployment.mails("alice", task_id, ": completed"), within=30)
+    assert task_id in ended.body
