@@ -568,6 +568,13 @@ class Settings(BaseSettings):
     def _webhooks_are_signed(self) -> Settings:
         if self.webhooks and self.webhook_secrets is None:
             raise ValueError("LONGTOOLS_WEBHOOKS needs LONGTOOLS_WEBHOOK_SECRETS: every event is signed")
+        if self.notify_email is None and self.notify_people is not None:
+            people = parse_routes(self.notify_people.get_secret_value(), "LONGTOOLS_NOTIFY_PEOPLE")
+            if any("://" not in address for addresses in people.values() for address in addresses):
+                raise ValueError(
+                    "LONGTOOLS_NOTIFY_PEOPLE gives email addresses: set LONGTOOLS_NOTIFY_EMAIL, the SMTP "
+                    "server to mail them through"
+                )
         return self
 
     @property

@@ -57,3 +57,45 @@ def test_host_and_origin_lists_come_comma_separated_from_the_environment(
 
 def test_the_secret_never_shows_in_repr() -> None:
     assert KEY_A not in repr(Settings(state_keys=KEY_A))
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"webhooks": "https://hooks.example.com/x"}, "needs LONGTOOLS_WEBHOOK_SECRETS"),
+        (
+            {"webhooks": "http://hooks.example.com/x", "webhook_secrets": "whsec_" + KEY_A},
+            "https:// URLs (http:// only on loopback)",
+        ),
+        ({"webhook_secrets": "whsec_c2hvcnQ="}, "entry 1 is not `whsec_`"),
+        (
+            {"notify_people": "bob=bob@example.com;dave"},
+            "LONGTOOLS_NOTIFY_PEOPLE entry 2 is not `name=address`",
+        ),
+        ({"notify_people": "bob=bob@example.com"}, "set LONGTOOLS_NOTIFY_EMAIL"),
+        ({"notify_groups": "leads"}, "LONGTOOLS_NOTIFY_GROUPS entry 1"),
+        ({"notify_email": "smtp://mail.example.com"}, "Apprise mailto:// or mailtos:// URL"),
+        ({"notify_remind_s": "3600,0"}, "positive seconds"),
+    ],
+)
+def test_notification_settings_are_checked_at_start_without_echoing_an_address(
+    settings: dict[str, str], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in settings.items():
+        monkeypatch.setenv(f"LONGTOOLS_{name.upper()}", value)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    assert said in str(caught.value)
+    assert "bob@example.com" not in str(caught.value)
+
+
+def test_notification_routes_and_reminders_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGTOOLS_NOTIFY_EMAIL", "mailtos://u:p@smtp.example.com?from=lt@example.com")
+    monkeypatch.setenv(
+        "LONGTOOLS_NOTIFY_PEOPLE", "bob=bob@example.com ntfy://bob;token:dave=dave@example.com"
+    )
+    monkeypatch.setenv("LONGTOOLS_NOTIFY_REMIND_S", "600, 3600")
+    settings = Settings()
+    assert settings.notifying and settings.notify_remind_s == [600.0, 3600.0]
+    assert "u:p" not in repr(settings) and "bob@example.com" not in repr(settings)
+    assert not Settings(notify_email=None, notify_people=None).notifying
