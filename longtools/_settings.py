@@ -324,8 +324,9 @@ class Settings(BaseSettings):
         None,
         description="Where people hear that a question waits for them, `name=address;name=address`: a name "
         "as in groups (or a whole principal), an address an email (mailed through notify_email) or any "
-        "Apprise URL (Slack, Teams, ntfy, ...); several separated by spaces. A person signed in with OIDC "
-        "is also mailed at their verified `email` claim.",
+        "Apprise URL (Slack, Teams, ntfy, ...); several separated by spaces. A person given no address here "
+        "who signed in to the pages with OIDC is mailed at the verified `email` claim of their latest "
+        "sign-in (oidc_scopes must ask for `email`).",
     )
     notify_groups: SecretStr | None = Field(
         None,

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = ("longtools",)
 
 _SUBPACKAGES = (
-    "auth", "cli", "client", "decisions", "notify", "pages", "server", "tasks", "temporal", "tools"
+    "auth", "cli", "client", "decisions", "notify", "pages", "people", "server", "tasks", "temporal",
+    "tools",
 )  # fmt: skip
 # Workflow and activity code: checked by their own rules below, not by the layers of the service.
 _CODE_PARTS = ("longtools.workflows", "longtools.activities")
@@ -88,6 +89,21 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "longtools.client",
         "longtools.cli",
     ),
+    # The people who signed in: written by the pages, read by the worker (notify), kept by a workflow
+    # of theirs; like notify, it builds on nothing of the service.
+    "longtools.people": (
+        "longtools.server",
+        "longtools.pages",
+        "longtools.tasks",
+        "longtools.temporal",
+        "longtools.tools",
+        "longtools.auth",
+        "longtools.notify",
+        "longtools.workflows",
+        "longtools.activities",
+        "longtools.client",
+        "longtools.cli",
+    ),
     # The modules every process shares (settings, logging, metrics, tracing, wire names).
     "longtools._": _ALL,
     # Workflow code runs in Temporal's sandbox and activity code in the worker: neither reaches into
@@ -104,6 +120,7 @@ ALLOWED = {
         "longtools.activities",
         "longtools.decisions",
         "longtools.notify",
+        "longtools.people",
     ),
     "longtools.activities": ("longtools.activities",),
 }

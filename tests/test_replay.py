@@ -42,6 +42,7 @@ from longtools.decisions import (
     signing_activity,
 )
 from longtools.notify import NOTIFY_MEMO, Notifier
+from longtools.people import Directory, person_id
 from longtools.temporal import task_interceptors
 from longtools.workflows import ANSWER_SIGNAL, HOST_WORD_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
 from longtools.workflows._ending import END_WORKFLOW, Ending, EndTask
@@ -63,6 +64,7 @@ from longtools.workflows.customers import DeleteCustomer, DeleteCustomerInput
 from longtools.workflows.helpdesk import BulkCloseInput, BulkCloseOutput, BulkCloseTickets
 from longtools.workflows.mailbox import ConnectMailbox, ConnectMailboxInput
 from longtools.workflows.notify import NotifyWorkflow
+from longtools.workflows.people import PersonRecord
 from tests.asking import AskFormStrictly, AskRepeatedly
 from tests.ending_tools import BrokenAtStart, NoArgs
 from tests.receivers import WebhookReceiver, webhook_secret
@@ -452,3 +454,34 @@ async def test_a_task_that_tells_its_people_and_its_notify_workflow_replay_their
     )
     await replayer.replay_workflow(await handle.fetch_history())
     await replayer.replay_workflow(await client.get_workflow_handle(ended_id).fetch_history())
+
+
+async def test_a_persons_record_in_the_directory_replays_its_history(client: Client) -> None:
+    """``longtools.Person``: made by a sign-in's signal-with-start with the profile in its memo (read
+    back at once), changed only when the email changes, and forgotten once ended."""
+    queue = f"tq-{uuid.uuid4()}"
+    people = Directory(Settings(task_queue=queue), lambda: client)
+    principal = f"jwt:https://issuer.example|{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=queue, workflows=[PersonRecord]):
+        assert await people.profile(principal) is None
+        assert await people.remember_email(principal, None) is False  # nobody to remember
+        assert await people.remember_email(principal, "ann@example.test") is True
+        assert await people.emails([principal]) == {principal: "ann@example.test"}  # at once
+        assert await people.remember_email(principal, "ann@example.test") is False
+        assert await people.remember_email(principal, "ann@work.example") is True
+
+        def now(email: str | None) -> Callable[[], Awaitable[bool]]:
+            async def ready() -> bool:
+                profile = await people.profile(principal)
+                return profile is not None and profile.email == email
+
+            return ready
+
+        await _eventually(now("ann@work.example"))
+        assert await people.remember_email(principal, None) is True  # her sign-in verified none
+        await _eventually(now(None))
+        handle = client.get_workflow_handle(person_id(principal))
+        history = await handle.fetch_history()
+        await handle.terminate("forgotten")
+    assert await people.profile(principal) is None
+    await Replayer(workflows=[PersonRecord], data_converter=pydantic_data_converter).replay_workflow(history)

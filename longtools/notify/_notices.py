@@ -44,6 +44,7 @@ SEND_ACTIVITY: Final = "longtools.notify.send"
 
 NoticeKind = Literal["waiting", "reminder", "escalated", "ended"]
 Channel = Literal["email", "apprise", "webhook"]
+Link = Literal["own", "approver", "shared", "task"]
 
 
 class Notice(BaseModel):
@@ -151,8 +152,8 @@ class Delivery(BaseModel):
     """Who, in words: ``bob``, ``group leads``, ``webhook 1``."""
     route: str
     """Where the address is in the settings: ``person:<name>:<n>``, ``group:<name>:<n>``,
-    ``webhook:<n>``, ``signed-in:<principal>``."""
-    link: Literal["own", "approver", "shared", "task"]
+    ``webhook:<n>``, ``signed-in:<name>`` (the email the person signed in with, read again)."""
+    link: Link
     """Which link it carries: the requester's own, the approver's own, the one all approvers share,
     or the task's page."""
     name: str = ""

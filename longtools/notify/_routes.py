@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from longtools._settings import Settings, parse_groups, parse_routes
 from longtools.decisions import name_of, names_of
-from longtools.notify._notices import Channel, Delivery, Notice
+from longtools.notify._notices import Channel, Delivery, Link, Notice
 
 __all__ = ["RouteGone", "Routes"]
 
@@ -26,38 +26,54 @@ class Routes:
 
     def plan(self, notice: Notice, signed_in: dict[str, str] | None = None) -> list[Delivery]:
         """Every message ``notice`` makes. ``signed_in``: the verified email of people who signed in
-        (by principal), for those the settings give no address."""
+        (by the name ``unaddressed`` gave), for those the settings give no address."""
         deliveries: list[Delivery] = []
-        rule = notice.approvers()
-        if notice.kind == "ended" or rule is None:
-            deliveries += self._person(
-                notice.requester, "task" if notice.kind == "ended" else "own", signed_in
-            )
-        else:
-            groups = list(notice.widened) if notice.kind == "escalated" else list(rule.groups)
-            if notice.kind == "reminder" and rule.escalate is not None and notice.widened:
-                groups += notice.widened
-            names = set() if notice.kind == "escalated" else set(rule.principals)
-            for group in groups:
-                names |= self._members.get(group, frozenset())
-                deliveries += [
-                    Delivery(
-                        channel="apprise", to=f"group {group}", route=f"group:{group}:{n}", link="shared"
-                    )
-                    for n, _ in enumerate(self._channels.get(group, ()))
-                ]
-            voted = {name for principal in notice.voted for name in names_of(principal)}
-            for name in sorted(names):
-                if name in voted or (rule.exclude_requester and name in names_of(notice.requester)):
-                    continue
-                deliveries += self._person(name, "approver", signed_in)
+        for group in self._groups(notice):
+            deliveries += [
+                Delivery(channel="apprise", to=f"group {group}", route=f"group:{group}:{n}", link="shared")
+                for n, _ in enumerate(self._channels.get(group, ()))
+            ]
+        for name, link in self._people_of(notice):
+            deliveries += self._person(name, link, signed_in)
         deliveries += [
             Delivery(channel="webhook", to=f"webhook {n + 1}", route=f"webhook:{n}", link="shared")
             for n in range(len(self._webhooks))
         ]
         return deliveries
 
-    def _person(self, name: str, link: str, signed_in: dict[str, str] | None) -> list[Delivery]:
+    def unaddressed(self, notice: Notice) -> list[str]:
+        """The people ``notice`` reaches whom the settings give no address (the requester's principal,
+        approvers by the name their rule or group gives): those a signed-in email may reach. None
+        without an email server."""
+        if self._email is None:
+            return []
+        return [name for name, _ in self._people_of(notice) if not self._addresses(name)]
+
+    def _groups(self, notice: Notice) -> list[str]:
+        rule = notice.approvers()
+        if notice.kind == "ended" or rule is None:
+            return []
+        groups = list(notice.widened) if notice.kind == "escalated" else list(rule.groups)
+        if notice.kind == "reminder" and rule.escalate is not None and notice.widened:
+            groups += notice.widened
+        return groups
+
+    def _people_of(self, notice: Notice) -> list[tuple[str, Link]]:
+        """Who ``notice`` is for, by name, and the link each gets."""
+        rule = notice.approvers()
+        if notice.kind == "ended" or rule is None:
+            return [(notice.requester, "task" if notice.kind == "ended" else "own")]
+        names = set() if notice.kind == "escalated" else set(rule.principals)
+        for group in self._groups(notice):
+            names |= self._members.get(group, frozenset())
+        voted = {name for principal in notice.voted for name in names_of(principal)}
+        return [
+            (name, "approver")
+            for name in sorted(names)
+            if name not in voted and not (rule.exclude_requester and name in names_of(notice.requester))
+        ]
+
+    def _person(self, name: str, link: Link, signed_in: dict[str, str] | None) -> list[Delivery]:
         addresses = self._addresses(name)
         found = [
             Delivery(

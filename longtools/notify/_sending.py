@@ -9,6 +9,10 @@ the ids it has seen takes each event once.
 A failed try raises, so Temporal tries again with backoff (``NotifyWorkflow``); each is counted in
 ``longtools_notifications_total{channel,outcome}`` and logged (``notification_failed``), so an
 operator sees a channel failing long before it is given up.
+
+A person the settings give no address is mailed at the verified email they last signed in to the
+pages with, if they did (``longtools.people``): ``plan`` looks up each such person, and ``send`` looks
+the address up again, so a mail goes where the person now says.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from longtools.notify._notices import (
     Sent,
 )
 from longtools.notify._routes import RouteGone, Routes
+from longtools.people import Directory
 
 __all__ = ["Notifier"]
 
@@ -56,11 +61,13 @@ class _Linked:
 
 
 class Notifier:
-    """The activities, bound to the deployment's routes, link keys and webhook secrets."""
+    """The activities, bound to the deployment's routes, link keys and webhook secrets, and to the
+    directory of people who signed in (``people``; none: only the settings' addresses are used)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, people: Directory | None = None) -> None:
         self._settings = settings
         self._routes = Routes(settings)
+        self._people = people
         # A worker without the state keys (they are the API's) links to the pages, not a question.
         self._links = AnswerLinks(settings) if settings.state_key_ring() else None
         secrets = settings.webhook_secrets
@@ -72,8 +79,11 @@ class Notifier:
 
     @activity.defn(name=PLAN_ACTIVITY)
     async def plan(self, notice: Notice) -> Plan:
+        unaddressed = self._routes.unaddressed(notice)
+        # Temporal not answering fails this try (it is tried again): nobody is left out for it.
+        signed_in = await self._people.emails(unaddressed) if self._people is not None and unaddressed else {}
         return Plan(
-            deliveries=self._routes.plan(notice),
+            deliveries=self._routes.plan(notice, signed_in),
             retry_max_s=self._settings.notify_retry_max_s,
             give_up_s=self._settings.notify_give_up_s,
         )
@@ -83,7 +93,7 @@ class Notifier:
         notice, delivery = sending.notice, sending.delivery
         attempt = activity.info().attempt
         try:
-            target = self._routes.target(delivery)
+            target = self._routes.target(delivery, await self._signed_in(delivery))
         except RouteGone:
             raise ApplicationError(
                 f"{delivery.to}: no longer in the settings", type="RouteGone", non_retryable=True
@@ -119,6 +129,13 @@ class Notifier:
             attempt=attempt,
         )
         return Sent(attempt=attempt)
+
+    async def _signed_in(self, delivery: Delivery) -> str | None:
+        """The email a ``signed-in:`` delivery's person signed in with, as the directory has it now."""
+        kind, _, name = delivery.route.partition(":")
+        if kind != "signed-in" or self._people is None:
+            return None
+        return (await self._people.emails([name])).get(name)
 
     async def _post(self, url: str, notice: Notice) -> None:
         body = json.dumps(notice.webhook_body(self._webhook_links(notice)), separators=(",", ":"))

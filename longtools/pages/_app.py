@@ -46,6 +46,7 @@ from longtools.pages._sessions import PageSession, Sessions
 from longtools.pages._signin import SignIn
 from longtools.pages._signouts import SignOuts
 from longtools.pages._views import TaskCard, Verdict, card_of, signature
+from longtools.people import Directory
 from longtools.tasks import (
     ANSWER_PATH,
     TERMINAL,
@@ -94,15 +95,15 @@ class Pages:
         connection: Callable[[], Client],
         once: RunOnce,
     ) -> None:
-        """``connection``: the API's Temporal connection (sign-outs are kept there); ``once``: the
-        API's claims, which make an answer on the page taken once (``_answers``)."""
+        """``connection``: the API's Temporal connection (sign-outs and people who signed in are kept
+        there); ``once``: the API's claims, which make an answer on the page taken once (``_answers``)."""
         self._registry = registry
         self._tasks = tasks
         self._links = links
         self._held = held
         signouts = SignOuts(settings, connection)
         self._frame = frame = Frame(settings, Sessions(settings, verifier, signouts), allowed_hosts)
-        self._signin = SignIn(frame, settings, verifier)
+        self._signin = SignIn(frame, settings, verifier, Directory(settings, connection))
         self._cursors = Sealer(settings.require_state_keys(), "longtools page cursors")
         self._settle_s = settings.answer_settle_s
         self._static = {name: resources.files("longtools.pages").joinpath("static", name) for name in _STATIC}

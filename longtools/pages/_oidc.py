@@ -63,6 +63,8 @@ an issuer that is down (anyone may begin one) cost it one request, and this serv
 # Far longer than any path of the page, and short enough that the sealed cookie stays far below
 # Sealer's MAX_SEALED (a longer value would not open again).
 MAX_NEXT_PATH = 1024
+_MAX_EMAIL = 254  # RFC 5321's limit on a path, less its angle brackets
+_NOT_IN_EMAIL = frozenset(',;:<>()[]\\"')
 _RANDOM_BYTES = 32  # state, nonce and PKCE verifier: 256 bits each, 43 characters of base64url
 _ASYMMETRIC_ALGS = frozenset({"RS256", "ES256"})
 # Error codes of RFC 6749 (4.1.2.1, 5.2) and OpenID Connect Core (3.1.2.6). Only these are logged: the
@@ -124,6 +126,8 @@ class SignedIn:
     """The ID token's ``scope`` (or ``scp``), if it has one (most do not)."""
     groups: frozenset[str] = frozenset()
     """The groups the ID token's claim named by ``LONGTOOLS_GROUPS_CLAIM`` lists, if it is set."""
+    email: str | None = None
+    """The ID token's ``email``, only when its ``email_verified`` is true (one plain address)."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,7 @@ class OidcSignIn:
             subject=claims["sub"],
             scopes=_scopes(claims),
             groups=_groups(claims, self._groups_claim),
+            email=_verified_email(claims),
         )
 
     def _open_pending(self, pending: str | None, redirect_uri: str) -> _Pending:
@@ -566,3 +571,22 @@ def _display_name(claims: Mapping[str, Any]) -> str | None:
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None
+
+
+def _verified_email(claims: Mapping[str, Any]) -> str | None:
+    """The ``email`` claim when ``email_verified`` says the issuer verified it (OpenID Connect Core
+    5.1), and it is one plain address; else none (a sign-in is not refused for it). An address the
+    issuer did not verify could be anyone's, and the mail sent to it carries the person's links."""
+    email, verified = claims.get("email"), claims.get("email_verified")
+    # JSON true (not 1, which equals True in Python); a few issuers send the string "true".
+    if not (verified is True or verified == "true") or not isinstance(email, str):
+        return None
+    local, at, domain = email.partition("@")
+    if (
+        not (local and at and domain)
+        or "@" in domain
+        or len(email) > _MAX_EMAIL
+        or any(char in _NOT_IN_EMAIL or unicodedata.category(char)[0] in "CZ" for char in email)
+    ):
+        return None  # not one address (a list, a display name, a control character): not guessed at
+    return email

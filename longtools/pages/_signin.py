@@ -4,10 +4,15 @@ follows. API process.
 Who may sign in how: with JWTs and ``oidc_client_id``, at the issuer (``_oidc``); with static
 tokens, or JWTs without OIDC, by pasting the bearer token their MCP host uses, checked as ``/mcp``
 checks it; without authentication nobody signs in (``Frame.signed_in``: this computer's person).
+
+Where notifications are mailed (``notify_email``), an OIDC sign-in records the person's verified
+email in the directory of people (``longtools.people``), for the worker to mail them at when the
+settings give them no address. The sign-in never waits long for it, nor fails for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -19,8 +24,9 @@ from starlette.routing import BaseRoute, Route
 from longtools._settings import Settings
 from longtools.auth import LEEWAY_S, AuthConfigError, BearerVerifier, principal_id
 from longtools.pages._frame import Frame, local
-from longtools.pages._oidc import OidcSignIn, SignInFailed
+from longtools.pages._oidc import OidcSignIn, SignedIn, SignInFailed
 from longtools.pages._sessions import cookie_name, secure_request
+from longtools.people import Directory
 from longtools.tasks import public_base
 
 __all__ = ["SignIn"]
@@ -29,10 +35,15 @@ log = structlog.get_logger("longtools.pages")
 
 _PENDING_S: Final = 600
 """How long the sign-in cookie of an OIDC sign-in in progress lasts (``_oidc``'s pending value)."""
+_REMEMBER_S: Final = 2.0
+"""How long an OIDC sign-in waits for the directory of people to take the person's email (a read, and
+a write when it changed: milliseconds when Temporal answers); past it, the sign-in goes on."""
 
 
 class SignIn:
-    def __init__(self, frame: Frame, settings: Settings, verifier: BearerVerifier | None) -> None:
+    def __init__(
+        self, frame: Frame, settings: Settings, verifier: BearerVerifier | None, people: Directory
+    ) -> None:
         if settings.oidc_client_id and settings.jwt_jwks is None and settings.jwt_secret is None:
             # A sign-in makes a `jwt:<iss>|<sub>` principal: without JWTs on /mcp it owns nothing.
             raise AuthConfigError(
@@ -43,6 +54,8 @@ class SignIn:
         self._settings = settings
         self._verifier = verifier
         self._oidc = OidcSignIn(settings) if settings.oidc_client_id else None
+        # People's emails are kept only where something mails them.
+        self._people = people if settings.notify_email is not None else None
         # With static tokens, or with JWTs when no OpenID Connect sign-in is configured.
         self._tokens = verifier is not None and (self._oidc is None or settings.auth_tokens is not None)
 
@@ -162,11 +175,24 @@ class SignIn:
                 groups=signed.groups,
             )
             log.info("page_signed_in", kind="oidc")
+            await self._remember(signed)
             response = self._frame.kept(
                 RedirectResponse(signed.next_path, status_code=303), request, session, True
             )
         response.delete_cookie(cookie, path="/", secure=secure, httponly=True, samesite="lax")
         return response
+
+    async def _remember(self, signed: SignedIn) -> None:
+        """Keep the email ``signed`` verified (or that it verified none) in the directory of people.
+        A failure is logged, never the sign-in's: the next sign-in tries again."""
+        if self._people is None:
+            return
+        try:
+            async with asyncio.timeout(_REMEMBER_S):
+                await self._people.remember_email(signed.principal, signed.email)
+        except Exception as exc:
+            # The type only: an RPC error's text could quote the address.
+            log.warning("person_not_remembered", error=type(exc).__name__)
 
     def _failed(self, exc: SignInFailed) -> Response:
         # Logged where it was refused (sign_in_refused, with its reason).

@@ -15,6 +15,7 @@ from longtools._settings import Settings
 from longtools.activities._ending import terminate_cancelled
 from longtools.decisions import ledger_keys, signing_activity, tag_ring
 from longtools.notify import Notifier
+from longtools.people import Directory
 from longtools.temporal._outcomes import ActivityOutcomes
 from longtools.tools import Registry
 from longtools.workflows._ask import CarryConversation
@@ -22,6 +23,7 @@ from longtools.workflows._ledger import RecordLedger
 from longtools.workflows._metrics import TaskMetricsInterceptor
 from longtools.workflows._notify import TellEnd
 from longtools.workflows.notify import NotifyWorkflow
+from longtools.workflows.people import PersonRecord
 
 
 def build_worker(settings: Settings, client: Client, registry: Registry) -> Worker:
@@ -32,8 +34,9 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
     """
     interceptors = task_interceptors()
     # Ours too: a task cancelled that does not stop is terminated (longtools/workflows/_ending.py),
-    # every task's ledger is signed (longtools/decisions), and people are told (longtools/notify).
-    notifier = Notifier(settings)
+    # every task's ledger is signed (longtools/decisions), and people are told (longtools/notify), at
+    # the address the settings give or the one they signed in with (longtools/people).
+    notifier = Notifier(settings, Directory(settings, lambda: client))
     activities: list[Callable[..., Any]] = [
         *registry.activities,
         terminate_cancelled,
@@ -41,7 +44,7 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
         notifier.plan,
         notifier.send,
     ]
-    workflows = [*registry.workflows, NotifyWorkflow]
+    workflows = [*registry.workflows, NotifyWorkflow, PersonRecord]
     return Worker(
         client,
         task_queue=settings.task_queue,
