@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -329,6 +331,16 @@ async def test_a_history_recorded_by_an_earlier_release_replays_on_this_code(rec
     await _replay(history)
 
 
+async def _deciders_attribute(client: Client) -> None:
+    """The search attribute a decision's task is found by (the namespace job makes it in a deployment)."""
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=client.namespace,
+            search_attributes={DECIDERS_ATTRIBUTE.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST},
+        )
+    )
+
+
 async def _two_leads_approve(handle: WorkflowHandle[Any, Any]) -> None:
     """bob's and dave's approvals of the task's decision, as the API delivers them (stamped)."""
 
@@ -352,12 +364,7 @@ async def test_delete_customer_replays_its_history_with_its_ledger(
 ) -> None:
     """A decision's votes, its ledger's signing (local activities) and the deletes replay as they ran,
     with the interceptors every worker has (``task_interceptors``)."""
-    await client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=client.namespace,
-            search_attributes={DECIDERS_ATTRIBUTE.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST},
-        )
-    )
+    await _deciders_attribute(client)
     customer = f"replay-{uuid.uuid4().hex[:8]}"
     tickets = [store.create(f"issue {n}", customer).id for n in range(2)]
     acts = HelpdeskActivities(store, work_s=0, groups={"leads": frozenset({"alice", "bob", "dave"})})
@@ -399,6 +406,7 @@ async def test_a_task_that_tells_its_people_and_its_notify_workflow_replay_their
 ) -> None:
     """A decision that is announced, reminded (its reminder a durable timer) and told of its end,
     and each notify workflow it started, replay as they ran."""
+    await _deciders_attribute(client)
     customer = f"notify-{uuid.uuid4().hex[:8]}"
     store.create("issue", customer)
     acts = HelpdeskActivities(store, work_s=0, groups={"leads": frozenset({"alice", "bob", "dave"})})
@@ -485,3 +493,63 @@ async def test_a_persons_record_in_the_directory_replays_its_history(client: Cli
         await handle.terminate("forgotten")
     assert await people.profile(principal) is None
     await Replayer(workflows=[PersonRecord], data_converter=pydantic_data_converter).replay_workflow(history)
+
+
+async def test_a_task_reset_to_before_its_announcement_goes_on_and_does_not_tell_again(
+    client: Client, store: TicketStore
+) -> None:
+    """Ours: a Temporal reset runs a task's workflow again from an earlier point; its notice's
+    workflow exists already, so it is not started twice, and the task does not fail for it."""
+    await _deciders_attribute(client)
+    customer = f"reset-{uuid.uuid4().hex[:8]}"
+    store.create("issue", customer)
+    acts = HelpdeskActivities(store, work_s=0, groups={"leads": frozenset({"alice", "bob", "dave"})})
+    with WebhookReceiver() as receiver:
+        notifier = Notifier(Settings(webhooks=[receiver.url], webhook_secrets=webhook_secret()))
+        activities: list[Callable[..., Any]] = [
+            acts.approval_policy,
+            acts.customer_tickets,
+            acts.delete_ticket,
+            signing_activity(LedgerKeys([b"k" * 32]), [b"t" * 32]),
+            notifier.plan,
+            notifier.send,
+        ]
+        queue = f"tq-{uuid.uuid4()}"
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[DeleteCustomer, NotifyWorkflow],
+            activities=activities,
+            interceptors=task_interceptors(),
+        ):
+            handle = await client.start_workflow(
+                DeleteCustomer.run,
+                DeleteCustomerInput(customer=customer),
+                id=f"reset-{uuid.uuid4()}",
+                task_queue=queue,
+                memo={TOOL_MEMO: "delete_customer", OWNER_MEMO: "token:alice", NOTIFY_MEMO: {"base": "x"}},
+            )
+
+            async def told() -> bool:
+                return len(receiver.received()) == 1
+
+            await _eventually(told)
+            await client.get_workflow_handle(f"{handle.id}.waiting.approval.0").result()
+            history = await handle.fetch_history()
+            first = next(
+                e.event_id for e in history.events if e.HasField("workflow_task_completed_event_attributes")
+            )
+            await client.workflow_service.reset_workflow_execution(
+                ResetWorkflowExecutionRequest(
+                    namespace=client.namespace,
+                    workflow_execution=WorkflowExecution(workflow_id=handle.id),
+                    reason="test",
+                    workflow_task_finish_event_id=first,
+                    request_id=str(uuid.uuid4()),
+                )
+            )
+            handle = client.get_workflow_handle(handle.id)
+            await _two_leads_approve(handle)
+            async with asyncio.timeout(30):
+                await handle.result()
+            assert [hook.json()["type"] for hook in receiver.received()].count("task.waiting") == 1

@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -91,13 +92,17 @@ class Announcer:
             exit=exit,
             reminder=reminder,
         )
-        handle = await workflow.start_child_workflow(
-            NOTIFY_WORKFLOW,
-            notice,
-            id=notice_id.replace("/", "."),
-            result_type=Notified,
-            parent_close_policy=ParentClosePolicy.ABANDON,
-        )
+        try:
+            handle = await workflow.start_child_workflow(
+                NOTIFY_WORKFLOW,
+                notice,
+                id=notice_id.replace("/", "."),
+                result_type=Notified,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            return  # told already (a task reset to before it runs this again): not twice, not a failure
         if kind == "ended":
             return  # the task ends now: what became of it is in its own workflow
 
