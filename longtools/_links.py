@@ -10,6 +10,11 @@ opens for anyone signed in, and the page then shows it only to those the questio
 their own instead: an approvers' link bound to that approver's name, which opens for them only.
 Links carry no answer and no secret of the task; what a leaked link gives is a page that asks its
 finder to sign in as its owner.
+
+The API seals its links under the state key ring. A worker has no state keys (they open requestState
+and page sessions, which a worker has no business with), so the links it mails are sealed under the
+payload ring, which every process has, with a label of their own; the API opens both. Minting a link
+gives its maker nothing: opening it still takes its person's sign-in.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from longtools._sealing import Sealer, Unsealable
 from longtools._settings import Settings
@@ -27,6 +32,8 @@ __all__ = ["ANSWER_PATH", "AnswerLink", "AnswerLinks", "LinkExpired", "LinkUnkno
 
 ANSWER_PATH: Final = "/answer/"
 _LABEL: Final = "longtools answer links"
+_MAILED: Final = "longtools answer links, mailed"
+"""The label of links a worker seals under the payload ring (``AnswerLinks.mailed``)."""
 _APPROVERS: Final = "\x00approvers"
 """What an approvers' link is bound to: no principal has this name (they are ``token:``, ``jwt:``,
 or ``anonymous``)."""
@@ -67,11 +74,20 @@ class AnswerLink:
 
 
 class AnswerLinks:
-    """Makes and opens answer links under the state key ring (the first key seals, any opens)."""
+    """Makes and opens answer links under the state key ring (the first key seals, any opens); opens
+    a worker's too (:meth:`mailed`)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._sealer = Sealer(settings.require_state_keys(), _LABEL)
+    def __init__(self, settings: Settings, *, sealer: Sealer | None = None) -> None:
+        self._sealer = sealer or Sealer(settings.require_state_keys(), _LABEL)
+        payload = settings.payload_key_ring()
+        self._openers = [self._sealer, *([Sealer(payload, _MAILED)] if payload and sealer is None else [])]
         self._ttl_s = settings.answer_link_ttl_s
+
+    @classmethod
+    def mailed(cls, settings: Settings) -> AnswerLinks | None:
+        """A worker's links, sealed under the payload ring (none without one): they open on the API."""
+        payload = settings.payload_key_ring()
+        return None if not payload else cls(settings, sealer=Sealer(payload, _MAILED))
 
     def path(self, principal: str, view: Linked, key: str) -> str:
         """The link to ``view``'s question ``key`` for ``principal``, as a path of this server. The
@@ -104,14 +120,7 @@ class AnswerLinks:
         Raises:
             LinkUnknown: not a link of ``principal``'s, nor an approvers' link, nor one of theirs.
             LinkExpired: such a link, past its expiry."""
-        for bound in (principal, _APPROVERS, *(_APPROVER + name for name in names)):
-            try:
-                value = self._sealer.open(token, bound)
-                break
-            except Unsealable:
-                continue
-        else:
-            raise LinkUnknown
+        value, bound = self._opened(token, (principal, _APPROVERS, *(_APPROVER + name for name in names)))
         approvers = bound != principal
         task_id, key, expires = value.get("t"), value.get("k"), value.get("e")
         if not isinstance(task_id, str) or not isinstance(key, str) or not isinstance(expires, int):
@@ -119,6 +128,16 @@ class AnswerLinks:
         if time.time() > expires:
             raise LinkExpired
         return AnswerLink(task_id=task_id, key=key, expires_at=float(expires), approvers=approvers)
+
+    def _opened(self, token: str, bounds: Iterable[str]) -> tuple[dict[str, Any], str]:
+        """What ``token`` holds, and which of ``bounds`` it is bound to. Raises: LinkUnknown."""
+        for sealer in self._openers:
+            for bound in bounds:
+                try:
+                    return sealer.open(token, bound), bound
+                except Unsealable:
+                    continue
+        raise LinkUnknown
 
 
 def public_base(settings: Settings, request_base: str) -> str:

@@ -223,3 +223,29 @@ def test_an_escalation_is_told_to_the_group_it_widens_to(
     carol.send(link, opened, {"note": "as ops"})
     [ended] = wait_for(deployment.mails("alice", task_id, ": completed"), within=30)
     assert task_id in ended.body
+
+
+def test_a_link_a_worker_mails_without_the_state_keys_opens_on_the_api_for_its_person_only() -> None:
+    """A worker seals its links under the payload ring (it holds no requestState ring); the API,
+    which has both, opens them, bound as made."""
+    import base64
+    from datetime import datetime
+
+    from longtools import Settings
+    from longtools._links import AnswerLinks, LinkUnknown
+
+    payload, state, other = (base64.urlsafe_b64encode(secrets.token_bytes(32)).decode() for _ in range(3))
+    worker = AnswerLinks.mailed(Settings(payload_keys=payload, state_keys=None))
+    api = AnswerLinks(Settings(payload_keys=payload, state_keys=state))
+    assert worker is not None and AnswerLinks.mailed(Settings(payload_keys=None)) is None
+
+    class View:
+        task_id, created_at, ttl_ms = "t1", datetime.now(UTC), 60_000
+
+    token = worker.approver_path("bob", View(), "approval").rsplit("/", 1)[1]
+    opened = api.open(token, "token:bob", {"token:bob", "bob"})
+    assert (opened.task_id, opened.key, opened.approvers) == ("t1", "approval", True)
+    with pytest.raises(LinkUnknown):
+        api.open(token, "token:dave", {"token:dave", "dave"})
+    with pytest.raises(LinkUnknown):  # another deployment's payload ring: not a link of this one
+        AnswerLinks(Settings(payload_keys=other, state_keys=state)).open(token, "token:bob", {"bob"})

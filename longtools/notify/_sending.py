@@ -68,8 +68,8 @@ class Notifier:
         self._settings = settings
         self._routes = Routes(settings)
         self._people = people
-        # A worker without the state keys (they are the API's) links to the pages, not a question.
-        self._links = AnswerLinks(settings) if settings.state_key_ring() else None
+        # Sealed under the payload ring (a worker has no state keys); without one, to the pages.
+        self._links = AnswerLinks.mailed(settings)
         secrets = settings.webhook_secrets
         self._signers = (
             []
@@ -190,7 +190,8 @@ def _apprise(url: str, title: str, body: str) -> str | None:
     if not notifier.add(url):
         return "not a URL Apprise can send to"
     with apprise.LogCapture(level=logging.WARNING) as logs:  # type: ignore[no-untyped-call]
-        if notifier.notify(title=title, body=body):
+        # Plain text, as written: line by line, and nothing in it read as HTML.
+        if notifier.notify(title=title, body=body, body_format=apprise.NotifyFormat.TEXT):
             return None
         said = [line.split(" - ", 2)[-1].strip() for line in logs.getvalue().splitlines() if line.strip()]
     return said[-1] if said else "not sent"
