@@ -9,8 +9,9 @@ The helpdesk activities are the real ones, over a store in a temporary directory
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import (
@@ -401,11 +402,12 @@ async def test_delete_customer_replays_its_history_with_its_ledger(
     await replayer.replay_workflow(history)
 
 
-async def test_a_task_that_tells_its_people_and_its_notify_workflow_replay_their_histories(
-    client: Client, store: TicketStore
-) -> None:
-    """A decision that is announced, reminded (its reminder a durable timer) and told of its end,
-    and each notify workflow it started, replay as they ran."""
+@contextlib.asynccontextmanager
+async def _telling(
+    client: Client, store: TicketStore, remind: list[float]
+) -> AsyncIterator[tuple[WorkflowHandle[Any, Any], WebhookReceiver]]:
+    """A delete_customer of alice's whose people are told (through a webhook receiver), on a worker
+    that runs it and its notify workflows as a deployment's does."""
     await _deciders_attribute(client)
     customer = f"notify-{uuid.uuid4().hex[:8]}"
     store.create("issue", customer)
@@ -421,13 +423,8 @@ async def test_a_task_that_tells_its_people_and_its_notify_workflow_replay_their
             notifier.send,
         ]
         queue = f"tq-{uuid.uuid4()}"
-        workflows = [DeleteCustomer, NotifyWorkflow]
         async with Worker(
-            client,
-            task_queue=queue,
-            workflows=workflows,
-            activities=activities,
-            interceptors=task_interceptors(),
+            client, task_queue=queue, workflows=_TOLD, activities=activities, interceptors=task_interceptors()
         ):
             handle = await client.start_workflow(
                 DeleteCustomer.run,
@@ -437,31 +434,68 @@ async def test_a_task_that_tells_its_people_and_its_notify_workflow_replay_their
                 memo={
                     TOOL_MEMO: "delete_customer",
                     OWNER_MEMO: "token:alice",
-                    NOTIFY_MEMO: {"base": "http://127.0.0.1:1", "remind": [1]},
+                    NOTIFY_MEMO: {"base": "http://127.0.0.1:1", "remind": remind},
                 },
             )
+            yield handle, receiver
 
-            async def reminded() -> bool:
-                kinds = {hook.json()["type"] for hook in receiver.received()}
-                return {"task.waiting", "task.reminder"} <= kinds
 
-            await _eventually(reminded)
-            await _two_leads_approve(handle)
-            async with asyncio.timeout(30):
-                await handle.result()
+_TOLD: list[type] = [DeleteCustomer, NotifyWorkflow]
 
-            async def ended() -> bool:
-                return any(hook.json()["type"] == "task.ended" for hook in receiver.received())
 
-            await _eventually(ended)
-            ended_id = f"{handle.id}.ended..0"
-            async with asyncio.timeout(30):
-                await client.get_workflow_handle(ended_id).result()
+async def test_a_task_that_tells_its_people_and_its_notify_workflow_replay_their_histories(
+    client: Client, store: TicketStore
+) -> None:
+    """A decision that is announced, reminded (its reminder a durable timer) and told of its end,
+    and each notify workflow it started, replay as they ran."""
+    async with _telling(client, store, remind=[1]) as (handle, receiver):
+
+        async def reminded() -> bool:
+            kinds = {hook.json()["type"] for hook in receiver.received()}
+            return {"task.waiting", "task.reminder"} <= kinds
+
+        await _eventually(reminded)
+        await _two_leads_approve(handle)
+        async with asyncio.timeout(30):
+            await handle.result()
+        ended = client.get_workflow_handle(f"{handle.id}.ended..0")
+        async with asyncio.timeout(30):
+            await ended.result()
     replayer = Replayer(
-        workflows=workflows, interceptors=task_interceptors(), data_converter=pydantic_data_converter
+        workflows=_TOLD, interceptors=task_interceptors(), data_converter=pydantic_data_converter
     )
     await replayer.replay_workflow(await handle.fetch_history())
-    await replayer.replay_workflow(await client.get_workflow_handle(ended_id).fetch_history())
+    await replayer.replay_workflow(await ended.fetch_history())
+
+
+async def test_a_task_reset_to_before_its_announcement_goes_on_and_does_not_tell_again(
+    client: Client, store: TicketStore
+) -> None:
+    """Ours: a Temporal reset runs a task's workflow again from an earlier point; its notice's
+    workflow exists already, so it is not started twice, and the task does not fail for it."""
+    async with _telling(client, store, remind=[]) as (handle, receiver):
+
+        async def told() -> bool:
+            return len(receiver.received()) == 1
+
+        await _eventually(told)
+        history = await handle.fetch_history()
+        completed = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+        first = next(event.event_id for event in history.events if event.event_type == completed)
+        await client.workflow_service.reset_workflow_execution(
+            ResetWorkflowExecutionRequest(
+                namespace=client.namespace,
+                workflow_execution=WorkflowExecution(workflow_id=handle.id),
+                reason="test",
+                workflow_task_finish_event_id=first,
+                request_id=str(uuid.uuid4()),
+            )
+        )
+        handle = client.get_workflow_handle(handle.id)
+        await _two_leads_approve(handle)
+        async with asyncio.timeout(30):
+            await handle.result()
+        assert [hook.json()["type"] for hook in receiver.received()].count("task.waiting") == 1
 
 
 async def test_a_persons_record_in_the_directory_replays_its_history(client: Client) -> None:
@@ -493,63 +527,3 @@ async def test_a_persons_record_in_the_directory_replays_its_history(client: Cli
         await handle.terminate("forgotten")
     assert await people.profile(principal) is None
     await Replayer(workflows=[PersonRecord], data_converter=pydantic_data_converter).replay_workflow(history)
-
-
-async def test_a_task_reset_to_before_its_announcement_goes_on_and_does_not_tell_again(
-    client: Client, store: TicketStore
-) -> None:
-    """Ours: a Temporal reset runs a task's workflow again from an earlier point; its notice's
-    workflow exists already, so it is not started twice, and the task does not fail for it."""
-    await _deciders_attribute(client)
-    customer = f"reset-{uuid.uuid4().hex[:8]}"
-    store.create("issue", customer)
-    acts = HelpdeskActivities(store, work_s=0, groups={"leads": frozenset({"alice", "bob", "dave"})})
-    with WebhookReceiver() as receiver:
-        notifier = Notifier(Settings(webhooks=[receiver.url], webhook_secrets=webhook_secret()))
-        activities: list[Callable[..., Any]] = [
-            acts.approval_policy,
-            acts.customer_tickets,
-            acts.delete_ticket,
-            signing_activity(LedgerKeys([b"k" * 32]), [b"t" * 32]),
-            notifier.plan,
-            notifier.send,
-        ]
-        queue = f"tq-{uuid.uuid4()}"
-        async with Worker(
-            client,
-            task_queue=queue,
-            workflows=[DeleteCustomer, NotifyWorkflow],
-            activities=activities,
-            interceptors=task_interceptors(),
-        ):
-            handle = await client.start_workflow(
-                DeleteCustomer.run,
-                DeleteCustomerInput(customer=customer),
-                id=f"reset-{uuid.uuid4()}",
-                task_queue=queue,
-                memo={TOOL_MEMO: "delete_customer", OWNER_MEMO: "token:alice", NOTIFY_MEMO: {"base": "x"}},
-            )
-
-            async def told() -> bool:
-                return len(receiver.received()) == 1
-
-            await _eventually(told)
-            await client.get_workflow_handle(f"{handle.id}.waiting.approval.0").result()
-            history = await handle.fetch_history()
-            first = next(
-                e.event_id for e in history.events if e.HasField("workflow_task_completed_event_attributes")
-            )
-            await client.workflow_service.reset_workflow_execution(
-                ResetWorkflowExecutionRequest(
-                    namespace=client.namespace,
-                    workflow_execution=WorkflowExecution(workflow_id=handle.id),
-                    reason="test",
-                    workflow_task_finish_event_id=first,
-                    request_id=str(uuid.uuid4()),
-                )
-            )
-            handle = client.get_workflow_handle(handle.id)
-            await _two_leads_approve(handle)
-            async with asyncio.timeout(30):
-                await handle.result()
-            assert [hook.json()["type"] for hook in receiver.received()].count("task.waiting") == 1
