@@ -356,6 +356,18 @@ class Settings(BaseSettings):
         gt=0,
         description="How long a notification is tried before it is given up and counted as failed.",
     )
+    passkey_rp_id: str | None = Field(
+        None,
+        description="The WebAuthn relying party id passkeys are registered for: a domain (e.g. "
+        "`example.com`), the host of the pages or a parent of it. Unset: the host of public_url, else of "
+        "each request. Passkeys registered under one id work under that id only.",
+    )
+    step_up_max_age_s: float = Field(
+        300.0,
+        gt=0,
+        description='How recent a sign-in a `step_up="recent"` approval needs, in seconds; an older one '
+        "is sent to sign in again (OIDC: with `max_age`), then brought back to the question.",
+    )
     idempotency_ttl_s: float = Field(
         86_400.0,
         gt=0,
@@ -434,6 +446,7 @@ class Settings(BaseSettings):
         "notify_people",
         "notify_groups",
         "webhook_secrets",
+        "passkey_rp_id",
         mode="before",
     )
     @classmethod

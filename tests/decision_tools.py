@@ -9,6 +9,7 @@ again with another (its summary changed): the first one's votes must not count.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -29,6 +30,7 @@ class DecideInput(BaseModel):
     escalate_to: list[str] = []
     fail_after: bool = False
     secret_note: str = Field("", json_schema_extra={"sensitive": True})
+    step_up: Literal["passkey", "recent"] | None = None
 
 
 class Note(BaseModel):
@@ -73,7 +75,7 @@ class Decide:
     async def run(self, args: DecideInput) -> Decided:
         timeout = None if args.timeout_s is None else timedelta(seconds=args.timeout_s)
         decision = await ask_form(
-            "Go ahead?", Note, by=_rule(args), timeout=timeout, summary="Does one thing"
+            "Go ahead?", Note, by=_rule(args), timeout=timeout, summary="Does one thing", step_up=args.step_up
         )
         if args.fail_after and isinstance(decision, Approved):
             raise ProtocolError(-32603, "The effect failed after the approval")

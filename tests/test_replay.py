@@ -45,7 +45,7 @@ from longtools.decisions import (
     signing_activity,
 )
 from longtools.notify import NOTIFY_MEMO, Notifier
-from longtools.people import Directory, person_id
+from longtools.people import Directory, Passkey, person_id
 from longtools.temporal import task_interceptors
 from longtools.workflows import ANSWER_SIGNAL, HOST_WORD_SIGNAL, PROTOCOL_ERROR, TASK_MEMO, TOOL_ERROR
 from longtools.workflows._ending import END_WORKFLOW, Ending, EndTask
@@ -520,8 +520,15 @@ async def test_a_persons_record_in_the_directory_replays_its_history(client: Cli
             return ready
 
         await _eventually(now("ann@work.example"))
+        # A passkey registered (read back once applied) leaves the email as it was, and the other way.
+        key = Passkey(id="k1", public_key="cHVi", name="laptop", created_at="2026-12-06T00:00:00+00:00")
+        await people.save_passkeys(principal, [key])
+        profile = await people.profile(principal)
+        assert profile is not None and profile.email == "ann@work.example" and profile.passkeys == [key]
         assert await people.remember_email(principal, None) is True  # her sign-in verified none
         await _eventually(now(None))
+        profile = await people.profile(principal)
+        assert profile is not None and profile.passkeys == [key]
         handle = client.get_workflow_handle(person_id(principal))
         history = await handle.fetch_history()
         await handle.terminate("forgotten")

@@ -29,9 +29,12 @@ from longtools.decisions._decision import (
     Proposal,
     Rejected,
     Stamp,
+    StepUp,
     Via,
     approvers_decision,
+    asserted_challenge,
     decision_of,
+    passkey_challenge,
     redacted,
     sensitive_fields,
     unstamped,
@@ -47,6 +50,7 @@ from longtools.decisions._ledger import (
     ledger_time,
     verify_entries,
 )
+from longtools.decisions._passkeys import passkey_problem
 from longtools.decisions._reading import decider_names, decider_tags, read_ledger
 from longtools.decisions._records import (
     DECIDERS_ATTRIBUTE,
@@ -84,10 +88,12 @@ __all__ = [
     "Proposal",
     "Rejected",
     "Stamp",
+    "StepUp",
     "Verified",
     "Via",
     "Voter",
     "approvers_decision",
+    "asserted_challenge",
     "canonical",
     "chain",
     "decider_names",
@@ -99,6 +105,8 @@ __all__ = [
     "name_of",
     "names_of",
     "parse_groups",
+    "passkey_challenge",
+    "passkey_problem",
     "read_ledger",
     "redacted",
     "sensitive_fields",

@@ -17,7 +17,14 @@ from mcp_types import ElicitRequest, ElicitRequestFormParams
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 
-from longtools.decisions._decision import DECISION_META, Ballot, DecisionState, Stamp
+from longtools.decisions._decision import (
+    DECISION_META,
+    Ballot,
+    DecisionState,
+    Stamp,
+    asserted_challenge,
+    passkey_challenge,
+)
 from longtools.decisions._ledger import EntryKind, ledger_time
 from longtools.decisions._rules import Voter
 
@@ -61,7 +68,13 @@ class Deciding(Generic[M]):
             "decision": decision,
             "proposal": None if stamp is None else stamp.digest,
         }
+        if stamp is not None and stamp.passkey is not None:
+            entry["passkey"] = dict(stamp.passkey)  # for ``longtools audit verify`` to check
+        if stamp is not None and stamp.signed_in_at is not None:
+            entry["signedInAt"] = stamp.signed_in_at
         why = self._refused(stamp)
+        if why is None and decision == "approve":
+            why = self._stepped_up(stamp)
         content: M | None = None
         if why is None and decision == "approve":
             try:
@@ -81,6 +94,23 @@ class Deciding(Generic[M]):
             if self.state.outcome == "approved":
                 self.content = content
         self.changed = True
+
+    def _stepped_up(self, stamp: Stamp | None) -> str | None:
+        """Why an approval lacks the step-up its question asks for, if it does. The API checked the
+        passkey's signature; this checks it was made over this vote's challenge (the signature is
+        checked again offline, by ``verify_entries``)."""
+        if self.state.step_up == "recent" and (stamp is None or stamp.signed_in_at is None):
+            return "no recent sign-in"
+        if self.state.step_up != "passkey":
+            return None
+        if stamp is None or stamp.passkey is None:
+            return "no passkey"
+        expected = passkey_challenge(
+            workflow.info().workflow_id, self.key, stamp.principal, self.state.digest
+        )
+        if asserted_challenge(stamp.passkey) != expected:
+            return "a passkey assertion for another vote"
+        return None
 
     def _refused(self, stamp: Stamp | None) -> str | None:
         if stamp is None or stamp.via != "page":

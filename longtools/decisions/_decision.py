@@ -8,7 +8,9 @@ from the task's memo (any replica, no worker needed), and show it as it is.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -160,6 +162,34 @@ class Ballot:
         return {"principal": self.principal, "name": self.name, "at": self.at}
 
 
+StepUp = Literal["passkey", "recent"]
+"""What a vote takes beyond a signed-in page (``ask_form(step_up=...)``): ``passkey``, a WebAuthn
+assertion over :func:`passkey_challenge` by a passkey the voter registered, with user verification;
+``recent``, a sign-in within the deployment's ``step_up_max_age_s``."""
+
+
+def passkey_challenge(task_id: str, question: str, principal: str, digest: str) -> bytes:
+    """The WebAuthn challenge of one vote: the proposal's digest, the task and question it is asked
+    in, and the voter. An assertion over it approves this proposal, there, by them, and nothing else;
+    an auditor computes it again from the ledger's vote entry (``verify_entries``)."""
+    parts = ("longtools passkey vote", task_id, question, principal, digest)
+    return hashlib.sha256("\x00".join(parts).encode()).digest()
+
+
+def asserted_challenge(assertion: Mapping[str, str]) -> bytes | None:
+    """The challenge a WebAuthn assertion (as a :class:`Stamp` keeps it) was made over, as its
+    ``clientDataJSON`` says; none if that cannot be read."""
+    try:
+        client = json.loads(_unbase64url(assertion.get("clientDataJSON", "")))
+        return _unbase64url(str(client["challenge"])) if client.get("type") == "webauthn.get" else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _unbase64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
 @dataclass(frozen=True)
 class DecisionState:
     """A person's question's decision so far (under :data:`DECISION_META`)."""
@@ -174,6 +204,8 @@ class DecisionState:
     outcome: DecisionEnd | None = None
     by: str | None = None
     """Who refused, for a rejected question."""
+    step_up: StepUp | None = None
+    """What an approval takes beyond the page (a refusal never needs more)."""
 
     @property
     def digest(self) -> str:
@@ -212,6 +244,7 @@ class DecisionState:
             ("escalatedAt", self.escalated_at),
             ("outcome", self.outcome),
             ("by", self.by),
+            ("stepUp", self.step_up),
         ):
             if value is not None:
                 body[name] = value
@@ -233,6 +266,7 @@ class DecisionState:
             ),
             outcome=outcome if outcome in get_args(DecisionEnd) else None,
             by=body.get("by"),
+            step_up=step_up if (step_up := body.get("stepUp")) in get_args(StepUp) else None,
         )
 
     def said(self) -> str:
@@ -289,11 +323,20 @@ class Stamp:
     groups: frozenset[str] = frozenset()
     digest: str | None = None
     """The proposal digest the person saw when they answered (a person's question only)."""
+    passkey: Mapping[str, str] | None = None
+    """The WebAuthn assertion the API checked for a ``passkey`` step-up: ``credential``,
+    ``publicKey`` (COSE), ``authenticatorData``, ``clientDataJSON``, ``signature`` (base64url)."""
+    signed_in_at: str | None = None
+    """When the voter signed in (ISO 8601), as the API checked it for a ``recent`` step-up."""
 
     def wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {"principal": self.principal, "via": self.via, "groups": sorted(self.groups)}
         if self.digest is not None:
             body["digest"] = self.digest
+        if self.passkey is not None:
+            body["passkey"] = dict(self.passkey)
+        if self.signed_in_at is not None:
+            body["signedInAt"] = self.signed_in_at
         return body
 
     @classmethod
@@ -304,11 +347,15 @@ class Stamp:
             return None
         via = body.get("via")
         digest = body.get("digest")
+        passkey = body.get("passkey")
+        signed_in_at = body.get("signedInAt")
         return cls(
             principal=body["principal"],
             via=via if via in ("page", "form", "model", "pushed") else "form",
             groups=frozenset(str(group) for group in body.get("groups") or ()),
             digest=digest if isinstance(digest, str) else None,
+            passkey={str(k): str(v) for k, v in passkey.items()} if isinstance(passkey, Mapping) else None,
+            signed_in_at=signed_in_at if isinstance(signed_in_at, str) else None,
         )
 
 

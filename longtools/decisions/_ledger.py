@@ -164,7 +164,8 @@ def verify_entries(
 
     Stops at the first problem, naming the entry: a changed field breaks that entry's hash; a
     removed entry breaks the ``prev``/``seq`` of the next one; two swapped entries break the first
-    of them.
+    of them. A vote approved with a passkey holds only if its assertion does: the key it names
+    signed this vote's challenge, with its person verified (``_passkeys``).
     """
     previous, count = "", 0
     keys: list[str] = []
@@ -208,6 +209,14 @@ def verify_entries(
             public.verify(_unb64(str(entry["sig"])), _SIGNED + digest.encode())
         except (InvalidSignature, ValueError, binascii.Error):
             return wrong("has a signature its key did not make", seq)
+        data = entry.get("data")
+        if entry["kind"] == "vote" and isinstance(data, dict) and "passkey" in data:
+            # Here, not at the top: the passkey check builds on the decision, which builds on this.
+            from longtools.decisions._passkeys import passkey_problem
+
+            problem = passkey_problem(entry, task)
+            if problem is not None:
+                return wrong(f"is a vote whose passkey approval does not hold: {problem}", seq)
         if entry["key"] not in keys:
             keys.append(entry["key"])
         previous, count, last_kind = digest, count + 1, entry["kind"]

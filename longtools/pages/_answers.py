@@ -46,6 +46,7 @@ from longtools.auth import Caller
 from longtools.decisions import DecisionState, Voter, approvers_decision, decision_of, names_of
 from longtools.pages._forms import FORM_ERROR, Field, content_of, fields_of, form_values, schema_errors
 from longtools.pages._frame import Frame, Refused
+from longtools.pages._passkeys import PasskeyAsk, PasskeyRefused, Passkeys
 from longtools.pages._sessions import PageSession
 from longtools.pages._views import TaskCard, decision_card
 from longtools.tasks import (
@@ -103,8 +104,10 @@ class Answers:
         once: RunOnce,
         card: Callable[[TaskView, PageSession], TaskCard],
         settle: Callable[[TaskView, PageSession, Callable[[TaskView], bool], str], Awaitable[TaskView]],
+        passkeys: Passkeys,
     ) -> None:
         self._settings = settings
+        self._passkeys = passkeys
         self._frame = frame
         self._tasks = tasks
         self._links = links
@@ -124,7 +127,10 @@ class Answers:
         if opened.question is None:
             card = self._card(opened.view, session) if opened.mine else None
             raise Refused(self._frame.message(session, 409, "answered", card=card))
-        return self._frame.kept(self._form(opened, opened.question, session), request, session, fresh)
+        asked = await self._passkey_ask(request, session, opened)
+        return self._frame.kept(
+            self._form(opened, opened.question, session, passkey=asked), request, session, fresh
+        )
 
     async def post(self, request: Request) -> Response:
         try:
@@ -185,7 +191,19 @@ class Answers:
             # may still cast theirs on the proposal as it is now.
             said = "The proposal has changed since this page was shown. Read it again before you vote."
             return self._form(opened, question, session, errors={FORM_ERROR: said}, status=409)
-        outcome = await self._claimed(view, key, response, digest, session.caller, seen)
+        proof = None
+        stepping = decision_of(question)  # the requester's own decision too
+        if stepping is not None and stepping.step_up == "passkey" and action == "accept":
+            try:
+                # Before the claim: an approval without its passkey is no vote, and the person may
+                # still cast theirs with it.
+                proof = await self._passkeys.check(request, session, view.task_id, key, stepping, form)
+            except PasskeyRefused as refused:
+                asked = await self._passkey_ask(request, session, opened)
+                return self._form(
+                    opened, question, session, errors={FORM_ERROR: str(refused)}, status=403, passkey=asked
+                )
+        outcome = await self._claimed(view, key, response, digest, session.caller, seen, proof)
         if outcome == "sent":
             log.info("page_answered", task_id=view.task_id, key=key, action=response["action"])
         elif outcome == "refused":  # withdrawn since the check above: the claim is spent
@@ -246,6 +264,7 @@ class Answers:
         digest: str,
         caller: Caller,
         seen: str | None = None,
+        passkey: Mapping[str, str] | None = None,
     ) -> str:
         """Deliver ``response`` as ``caller`` if it is the question's first answer: ``sent`` (also
         to the same answer sent again); ``lost`` when another answer came first, ``closed`` when the
@@ -265,7 +284,7 @@ class Answers:
                 return {"taken": False}
             try:
                 delivered = await self._tasks.answer(
-                    view, {key: response}, caller=caller, via="page", seen=seen
+                    view, {key: response}, caller=caller, via="page", seen=seen, passkey=passkey
                 )
             except AnswerNotAuthorized:  # checked just before the claim: withdrawn since
                 return {"taken": False, "refused": True}
@@ -388,6 +407,7 @@ class Answers:
         errors: Mapping[str, str] | None = None,
         values: Mapping[str, list[str]] | None = None,
         status: int = 200,
+        passkey: PasskeyAsk | None = None,
     ) -> HTMLResponse:
         view, key = opened.view, opened.key
         params = question.get("params") or {}
@@ -423,7 +443,17 @@ class Answers:
             again=again,
             # Restored by page.js after a sign-in that expired on the way: only on a fresh form.
             draft=status == 200 and not again,
+            passkey=passkey,
         )
+
+    async def _passkey_ask(
+        self, request: Request, session: PageSession, opened: _Opened
+    ) -> PasskeyAsk | None:
+        """What the page asks the voter's passkey to sign, for an approval that needs one."""
+        decision = None if opened.question is None else decision_of(opened.question)
+        if decision is None or decision.step_up != "passkey":
+            return None
+        return await self._passkeys.ask(request, session, opened.view.task_id, opened.key, decision)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from longtools.pages._decisions import Decisions, Verdicts
 from longtools.pages._frame import Frame, Refused
 from longtools.pages._ledgers import Ledgers
 from longtools.pages._live import Arrivals, Listing, Listings, PageWaits, pace, while_here
+from longtools.pages._passkeys import Passkeys
 from longtools.pages._sessions import PageSession, Sessions
 from longtools.pages._signin import SignIn
 from longtools.pages._signouts import SignOuts
@@ -69,7 +70,11 @@ _ARRIVALS_S: Final = 1.0
 """How often visibility is asked for a person's first page of tasks while a list of theirs waits:
 a task started elsewhere shows within about this much, plus visibility's own lag (1.1 s measured
 on the dev server; it took up to 15 s, the list's wait, before)."""
-_STATIC: Final = {"page.css": "text/css; charset=utf-8", "page.js": "text/javascript; charset=utf-8"}
+_STATIC: Final = {
+    "page.css": "text/css; charset=utf-8",
+    "page.js": "text/javascript; charset=utf-8",
+    "passkey.js": "text/javascript; charset=utf-8",
+}
 
 
 class Holds(Protocol):
@@ -103,7 +108,9 @@ class Pages:
         self._held = held
         signouts = SignOuts(settings, connection)
         self._frame = frame = Frame(settings, Sessions(settings, verifier, signouts), allowed_hosts)
-        self._signin = SignIn(frame, settings, verifier, Directory(settings, connection))
+        people = Directory(settings, connection)
+        self._signin = SignIn(frame, settings, verifier, people)
+        self._passkeys = Passkeys(frame, settings, people)
         self._cursors = Sealer(settings.require_state_keys(), "longtools page cursors")
         self._settle_s = settings.answer_settle_s
         self._static = {name: resources.files("longtools.pages").joinpath("static", name) for name in _STATIC}
@@ -122,7 +129,7 @@ class Pages:
             live_wait_s=_LIVE_WAIT_S,
         )
         self._verdicts = Verdicts(tasks)
-        self._answers = Answers(settings, frame, tasks, links, once, self._card, self._settle)
+        self._answers = Answers(settings, frame, tasks, links, once, self._card, self._settle, self._passkeys)
         self._ledgers = Ledgers(frame, tasks, verifier)
 
     @property
@@ -142,6 +149,7 @@ class Pages:
             Route("/tasks/{task_id}/cancel", page(self._cancel_page), methods=["GET"]),
             Route("/tasks/{task_id}/cancel", page(self._cancel_post), methods=["POST"]),
             *self._signin.routes,
+            *self._passkeys.routes,
             Route("/_pages/{name}", page(self._static_file), methods=["GET"]),
         ]
 

@@ -4,7 +4,7 @@ small directory in Temporal (one workflow per person, their profile its memo; no
 Used by the pages (a sign-in records the person's verified email), the worker (notifications find
 the address of a person the settings give none) and the person's workflow
 (``longtools.workflows.people``, which imports only ``_profile``'s data); it builds on nothing of
-theirs. Per-person data of later features (a person's passkeys) belongs in the same profile.
+theirs. A person's passkeys are kept in the same profile (the pages register them, votes check them).
 
 - ``_profile``: a person's profile and where it is kept (pure data, used in Temporal's sandbox);
 - ``_directory``: reading and writing it (API and worker).
@@ -15,6 +15,7 @@ from longtools.people._profile import (
     PERSON_WORKFLOW,
     PROFILE_MEMO,
     PROFILE_SIGNAL,
+    Passkey,
     Profile,
     ProfileChange,
     person_id,
@@ -25,6 +26,7 @@ __all__ = [
     "PROFILE_MEMO",
     "PROFILE_SIGNAL",
     "Directory",
+    "Passkey",
     "Profile",
     "ProfileChange",
     "person_id",

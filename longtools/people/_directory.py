@@ -33,6 +33,7 @@ from longtools.people._profile import (
     PERSON_WORKFLOW,
     PROFILE_MEMO,
     PROFILE_SIGNAL,
+    Passkey,
     Profile,
     ProfileChange,
     person_id,
@@ -40,6 +41,8 @@ from longtools.people._profile import (
 
 __all__ = ["Directory"]
 
+_READ_BACK_S: Final = 10.0
+"""How long a passkey's change waits to read back (a worker applies it: milliseconds)."""
 _READS_AT_ONCE: Final = 8
 """Describes in flight for one lookup of many people (a group's members)."""
 
@@ -84,7 +87,28 @@ class Directory:
         known = await self.profile(principal)
         if (known.email if known is not None else None) == email:
             return False
-        profile = Profile(principal=principal, email=email)
+        await self._change(principal, ProfileChange(changes=["email"], email=email))
+        return True
+
+    async def save_passkeys(self, principal: str, passkeys: list[Passkey]) -> None:
+        """Make ``passkeys`` ``principal``'s, and return once the directory reads them back (the
+        worker applies a change to a running record: the next page must see it).
+
+        Raises:
+            RPCError: Temporal did not answer.
+            TimeoutError: no worker applied it within ``_READ_BACK_S``.
+        """
+        await self._change(principal, ProfileChange(changes=["passkeys"], passkeys=passkeys))
+        async with asyncio.timeout(_READ_BACK_S):
+            while True:
+                known = await self.profile(principal)
+                if known is not None and known.passkeys == passkeys:
+                    return
+                await asyncio.sleep(0.05)
+
+    async def _change(self, principal: str, change: ProfileChange) -> None:
+        """Signal ``change`` to ``principal``'s record, made now (with it) if there is none."""
+        profile = change.applied(Profile(principal=principal))
         await self._connection().start_workflow(
             PERSON_WORKFLOW,
             profile,
@@ -93,10 +117,9 @@ class Directory:
             # A new record holds the profile from its first moment; a running one takes the change.
             memo={PROFILE_MEMO: profile.model_dump(mode="json")},
             start_signal=PROFILE_SIGNAL,
-            start_signal_args=[ProfileChange(email=email)],
+            start_signal_args=[change],
             rpc_timeout=self._rpc_timeout,
         )
-        return True
 
     def principal_of(self, name: str) -> str | None:
         """The principal an OIDC sign-in gives the person a rule calls ``name``: a whole ``jwt:``

@@ -772,8 +772,12 @@ class Tasks:
         via: Via,
         skip_invalid: bool = False,
         seen: str | None = None,
+        passkey: Mapping[str, str] | None = None,
+        signed_in_at: str | None = None,
     ) -> list[str]:
         """Check answers against the outstanding questions and deliver the fitting ones durably.
+        ``passkey``, ``signed_in_at``: the step-up the page checked for a vote (``StepUp``), which
+        goes with it in its stamp for the workflow to check and the ledger to keep.
 
         ``caller`` is who answers: the tool's own ``authorize=`` check runs again for them, with the
         task's arguments, before anything is delivered (``check_answerer``): a permission withdrawn
@@ -832,6 +836,8 @@ class Tasks:
                     via=via,
                     groups=voter.groups,
                     digest=None if decision is None else decision.digest,
+                    passkey=passkey if decision is not None else None,
+                    signed_in_at=signed_in_at if decision is not None else None,
                 )
                 sent_meta = checked.get("_meta")
                 meta = dict(sent_meta) if isinstance(sent_meta, Mapping) else {}

@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         Expired,
         Rejected,
         Stamp,
+        StepUp,
         decision_of,
         digest_of,
         ledger_time,
@@ -416,6 +417,7 @@ async def ask_form(
     by: Approvers,
     timeout: timedelta | None = None,  # noqa: ASYNC109  a durable deadline, not the caller's wait
     summary: str | None = None,
+    step_up: StepUp | None = None,
 ) -> Decision[M]: ...
 @overload
 async def ask_form(
@@ -425,6 +427,17 @@ async def ask_form(
     by: AnsweredBy | Approvers = "person",
     timeout: timedelta,  # noqa: ASYNC109  a durable deadline, not the caller's wait
     summary: str | None = None,
+    step_up: StepUp | None = None,
+) -> Decision[M]: ...
+@overload
+async def ask_form(
+    message: str,
+    model: type[M],
+    *,
+    by: AnsweredBy | Approvers = "person",
+    timeout: timedelta | None = None,  # noqa: ASYNC109  a durable deadline, not the caller's wait
+    summary: str | None = None,
+    step_up: StepUp,
 ) -> Decision[M]: ...
 
 
@@ -436,6 +449,7 @@ async def ask_form(
     sensitive: bool = False,
     timeout: timedelta | None = None,  # noqa: ASYNC109  the question's deadline (a durable timer)
     summary: str | None = None,
+    step_up: StepUp | None = None,
 ) -> Elicited[M] | Decision[M]:
     """Ask for a form built from ``model`` and return the answer validated against it.
 
@@ -443,15 +457,19 @@ async def ask_form(
     a secret, answered only on the answer page (see :func:`longtools.elicit`). A person's question
     shows the proposal (what will happen: the tool, its arguments, who asked, and ``summary``).
 
-    ``by=Approvers(...)``, or a ``timeout``: a decision (``longtools.decisions``), which returns
-    ``Approved``, ``Rejected`` or ``Expired``, each of which the workflow must handle.
+    ``by=Approvers(...)``, a ``timeout`` or a ``step_up``: a decision (``longtools.decisions``), which
+    returns ``Approved``, ``Rejected`` or ``Expired``, each of which the workflow must handle.
+    ``step_up="passkey"``: an approval counts only signed with a passkey the approver registered,
+    over this proposal; ``"recent"``: only from an approver who signed in lately (``step_up_max_age_s``).
     """
-    if isinstance(by, Approvers) or timeout is not None:
+    if isinstance(by, Approvers) or timeout is not None or step_up is not None:
         if by == "client" or sensitive:
             raise ValueError(
-                "ask_form(timeout=...) is for a person's decision: by='person' or by=Approvers(...)"
+                "ask_form(timeout=..., step_up=...) is for a person's decision: by='person' or "
+                "by=Approvers(...)"
             )
-        return await _decide(message, model, None if by == "person" else by, timeout, summary)
+        rule = None if by == "person" else by
+        return await _decide(message, model, rule, timeout, summary, step_up)
     first = elicit(message, model, by=by, sensitive=sensitive)
     if by == "person" or sensitive:
         first = with_decision(first, DecisionState(proposal=recorder().proposal(summary)))
@@ -482,7 +500,12 @@ async def ask_form(
 
 
 async def _decide(
-    message: str, model: type[M], rule: Approvers | None, within: timedelta | None, summary: str | None
+    message: str,
+    model: type[M],
+    rule: Approvers | None,
+    within: timedelta | None,
+    summary: str | None,
+    step_up: StepUp | None,
 ) -> Decision[M]:
     """Ask a person's question as a decision and wait, durably, until it is met, refused or past its
     deadline. Its votes arrive as answers (``_Conversation.receive``); its state is in the question."""
@@ -495,6 +518,7 @@ async def _decide(
         proposal=ledger.proposal(summary),
         rule=rule,
         deadline=None if deadline is None else ledger_time(deadline),
+        step_up=step_up,
     )
     key = conversation.fresh_key("approval")
     deciding = Deciding(key, state, model)
@@ -502,15 +526,13 @@ async def _decide(
     conversation.deciding[key] = deciding
     conversation.names[key] = "approval"
     conversation.pending[key] = with_decision(base, state)
-    ledger.append(
-        "question",
-        {
-            "question": key,
-            "proposal": state.digest,
-            "rule": None if rule is None else rule.wire(),
-            "deadline": state.deadline,
-        },
-    )
+    asked = {
+        "question": key,
+        "proposal": state.digest,
+        "rule": None if rule is None else rule.wire(),
+        "deadline": state.deadline,
+    }
+    ledger.append("question", asked if step_up is None else {**asked, "stepUp": step_up})
     conversation.publish()
     await _tag_deciders(ledger, state)
     told = announcer()

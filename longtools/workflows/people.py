@@ -37,7 +37,7 @@ class PersonRecord:
 
     @workflow.signal(name=PROFILE_SIGNAL)
     def change(self, change: ProfileChange) -> None:
-        changed = self._profile.model_copy(update=change.model_dump(include=change.model_fields_set))
+        changed = change.applied(self._profile)
         if changed == self._profile:
             return  # the signal of the start that made the record, or a change already made
         self._profile = changed
