@@ -9,10 +9,13 @@ The helpdesk activities are the real ones, over a store in a temporary directory
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,7 @@ from longtools.decisions import (
     LedgerKeys,
     Stamp,
     decision_of,
+    read_ledger,
     signing_activity,
 )
 from longtools.notify import NOTIFY_MEMO, Notifier
@@ -69,6 +73,7 @@ from longtools.workflows.mailbox import ConnectMailbox, ConnectMailboxInput
 from longtools.workflows.notify import NotifyWorkflow
 from longtools.workflows.people import PersonRecord
 from tests.asking import AskFormStrictly, AskRepeatedly
+from tests.decision_tools import Decide, DecideInput
 from tests.ending_tools import BrokenAtStart, NoArgs
 from tests.receivers import WebhookReceiver, webhook_secret
 
@@ -534,3 +539,58 @@ async def test_a_persons_record_in_the_directory_replays_its_history(client: Cli
         await handle.terminate("forgotten")
     assert await people.profile(principal) is None
     await Replayer(workflows=[PersonRecord], data_converter=pydantic_data_converter).replay_workflow(history)
+
+
+async def test_a_passkey_question_counts_no_approval_without_an_assertion_over_its_own_challenge(
+    client: Client,
+) -> None:
+    """The workflow checks the step-up itself (the API's check aside): an approval stamped without a
+    passkey, or with an assertion over another challenge, is recorded and not counted; a refusal
+    needs none. And its history replays."""
+    await _deciders_attribute(client)
+    queue = f"tq-{uuid.uuid4()}"
+    activities: list[Callable[..., Any]] = [signing_activity(LedgerKeys([b"k" * 32]), [b"t" * 32])]
+    async with Worker(
+        client, task_queue=queue, workflows=[Decide], activities=activities, interceptors=task_interceptors()
+    ):
+        handle = await client.start_workflow(
+            Decide.run,
+            DecideInput(principals=["bob"], step_up="passkey"),
+            id=f"replay-{uuid.uuid4()}",
+            task_queue=queue,
+            memo={TOOL_MEMO: "decide", OWNER_MEMO: "token:alice"},
+        )
+        await _eventually(lambda: _has_question(handle))
+        published = (await (await handle.describe()).memo())[TASK_MEMO]
+        [key] = published["input_requests"]
+        decision = decision_of(published["input_requests"][key])
+        assert decision is not None and decision.step_up == "passkey"
+        other = base64.urlsafe_b64encode(json.dumps({"type": "webauthn.get", "challenge": "AAAA"}).encode())
+        for passkey in (None, {"clientDataJSON": other.decode().rstrip("=")}):
+            stamp = Stamp(principal="token:bob", via="page", digest=decision.digest, passkey=passkey)
+            await handle.signal(
+                ANSWER_SIGNAL,
+                {key: {"action": "accept", "content": {}, "_meta": {ANSWERED_META: stamp.wire()}}},
+            )
+        stamp = Stamp(principal="token:bob", via="page", digest=decision.digest)
+        await handle.signal(
+            ANSWER_SIGNAL, {key: {"action": "decline", "_meta": {ANSWERED_META: stamp.wire()}}}
+        )
+        async with asyncio.timeout(30):
+            outcome = await handle.result()
+    assert outcome.outcome == "rejected"
+    entries = await read_ledger(
+        client, handle.id, handle.result_run_id or "", rpc_timeout=timedelta(seconds=10)
+    )
+    votes = [
+        (entry["data"]["counted"], entry["data"].get("why")) for entry in entries if entry["kind"] == "vote"
+    ]
+    assert votes == [(False, "no passkey"), (False, "a passkey assertion for another vote"), (True, None)]
+    replayer = Replayer(
+        workflows=[Decide], interceptors=task_interceptors(), data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(await handle.fetch_history())
+
+
+async def _has_question(handle: WorkflowHandle[Any, Any]) -> bool:
+    return bool(await _asked(handle))
