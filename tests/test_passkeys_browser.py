@@ -13,13 +13,16 @@ import base64
 import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, expect
+from typer.testing import CliRunner
 
-from longtools.decisions import passkey_problem, verify_entries
+from longtools.cli import cli
+from longtools.decisions import LedgerKeys, chain, passkey_problem, verify_entries
 from tests.browser import PHONE, chromium
 from tests.conftest import Served, start_server
 from tests.wire import TASKS_EXTENSION, eventually, post, result
@@ -160,12 +163,28 @@ def _url_b64(standard: str) -> str:
     return base64.urlsafe_b64encode(base64.b64decode(standard)).decode().rstrip("=")
 
 
+def _audit(*args: str) -> tuple[int, str]:
+    done = CliRunner().invoke(cli, ["audit", *args])
+    return done.exit_code, done.output
+
+
+def _rechained(entries: list[dict[str, Any]], seq: int, changed: dict[str, Any]) -> list[str]:
+    """The ledger with entry ``seq``'s data ``changed``, chained and signed again (by a new key)."""
+    made, head = [], ""
+    for entry in entries:
+        data = {**entry["data"], **changed} if entry["seq"] == seq else entry["data"]
+        again = chain(entry["task"], entry["seq"], entry["at"], entry["kind"], data, head)
+        head = again["hash"]
+        made.append(again)
+    return [json.dumps(entry) for entry in LedgerKeys([secrets.token_bytes(32)]).sign(made)]
+
+
 def _refused(page: Page, why: str) -> None:
     expect(page.locator("#form-error")).to_contain_text(why)
 
 
 def test_a_person_registers_a_passkey_and_approves_with_it_and_the_ledger_keeps_the_proof(
-    served: Served, browser: Browser, contexts: list[BrowserContext]
+    served: Served, browser: Browser, contexts: list[BrowserContext], tmp_path: Path
 ) -> None:
     task_id, link = _start(served)
     bob = Person(browser, contexts, served, "bob")
@@ -190,10 +209,18 @@ def test_a_person_registers_a_passkey_and_approves_with_it_and_the_ledger_keeps_
     [registered] = bob.credentials()
     assert vote["data"]["passkey"]["credential"] == _url_b64(registered["credentialId"])
     assert passkey_problem(vote, task_id) is None
-    # The assertion is for this proposal only: with another digest it does not hold.
-    changed = {**vote, "data": {**vote["data"], "proposal": "0" * 64}}
-    assert passkey_problem(changed, task_id) == "the passkey signed another proposal, question or voter"
     assert passkey_problem(vote, "another-task") is not None
+    # `longtools audit verify` holds the exported ledger, passkey included.
+    saved = tmp_path / "ledger.jsonl"
+    saved.write_text("\n".join(lines) + "\n")
+    code, said = _audit("verify", str(saved))
+    assert code == 0, said
+    # A server that rewrote its own ledger (the vote on another digest, chained and signed again
+    # with a key of its own): the chain holds, the passkey's signature does not.
+    forged = _rechained([json.loads(line) for line in lines], vote["seq"], {"proposal": "0" * 64})
+    saved.write_text("\n".join(forged) + "\n")
+    code, said = _audit("verify", str(saved))
+    assert code != 0 and "passkey approval does not hold: the passkey signed another proposal" in said, said
 
 
 def test_an_approval_without_the_passkey_or_with_anothers_or_for_another_proposal_is_refused(
