@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from longtools.cli import cli
 from longtools.decisions import LedgerKeys, chain, passkey_problem, verify_entries
-from tests.browser import PHONE, chromium
+from tests.browser import PHONE, chromium, save_screenshot
 from tests.conftest import Served, start_server
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
@@ -197,6 +197,7 @@ def test_a_person_registers_a_passkey_and_approves_with_it_and_the_ledger_keeps_
     page.click("#add-passkey")
     # Back at the question, which now asks for the passkey.
     expect(page.locator("#passkey-note")).to_contain_text("confirm it with your passkey")
+    save_screenshot(page, tmp_path, "passkey-approve.png")
     page.get_by_role("button", name="Approve with your passkey").click()
     expect(page.locator("h1")).to_have_text("Your vote is in")
     done = eventually(lambda: _task(served, task_id), lambda now: now["status"] != "working")
@@ -255,7 +256,7 @@ def test_an_approval_without_the_passkey_or_with_anothers_or_for_another_proposa
         assert not [line for line in _ledger(served, each) if '"kind":"vote"' in line.replace(" ", "")]
 
 
-def test_a_replayed_assertion_is_refused(
+def test_a_replayed_assertion_is_refused_and_a_removed_passkey_approves_nothing(
     served: Served, browser: Browser, contexts: list[BrowserContext]
 ) -> None:
     bob = Person(browser, contexts, served, "bob")
@@ -276,3 +277,10 @@ def test_a_replayed_assertion_is_refused(
     assert eventually(lambda: _task(served, second_id), lambda now: now["status"] != "working")["status"] == (
         "completed"
     )
+    # A passkey removed no longer approves.
+    page = bob.open(bob.base + "/passkeys")
+    page.locator("li", has_text="bob's key").get_by_role("button", name="Remove").click()
+    expect(page.locator("#passkeys")).not_to_contain_text("bob's key")
+    page = bob.open(first_link)
+    page.evaluate(SEND, kept)
+    _refused(page, "not one of your passkeys")
