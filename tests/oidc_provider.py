@@ -4,7 +4,8 @@ Starlette served by uvicorn on 127.0.0.1 in a thread of its own, so it answers w
 loop (or a browser) waits on it; authlib does the cryptography (the RSA key, the JWTs, the S256
 challenge). Attributes of the provider make it misbehave on purpose: ``id_token_audience``,
 ``id_token_ttl_s``, ``id_token_issuer``, ``id_token_nonce`` and ``id_token_claims`` shape the next ID
-tokens, ``auto_user`` signs in without the form.
+tokens, ``auto_user`` signs in without the form, ``remember_sign_ins`` keeps a sign-in in the browser
+(and answers ``max_age`` from it, as a real provider does, or ignores it: ``honour_max_age``).
 
     with OidcProvider() as idp:
         idp.register_client("longtools-pages", ["https://mcp.example.com/signin/callback"])
@@ -51,6 +52,7 @@ AUTHORIZATION_CODE_TTL_S = 60.0
 """Seconds an authorization code may wait to be exchanged (RFC 6749 4.1.2: short; used once)."""
 _START_TIMEOUT_S = 10.0
 _VERIFIER = re.compile(r"[A-Za-z0-9\-._~]{43,128}")  # RFC 7636 4.1
+_MAX_AGE = re.compile(r"[0-9]{1,9}")  # seconds (OpenID Connect Core 3.1.2.1)
 _AUTHORIZE_PARAMS = (
     "client_id",
     "redirect_uri",
@@ -60,6 +62,7 @@ _AUTHORIZE_PARAMS = (
     "nonce",
     "code_challenge",
     "code_challenge_method",
+    "max_age",
 )
 
 
@@ -79,6 +82,8 @@ class _Grant:
     nonce: str | None
     code_challenge: str
     expires_at: float
+    auth_time: int
+    """When ``user`` signed in here (Unix time): the ID token's ``auth_time``."""
 
 
 class _BadAuthorization(Exception):
@@ -90,8 +95,12 @@ class OidcProvider:
 
     Endpoints: ``/.well-known/openid-configuration``, ``/authorize`` (a sign-in form: a "Username"
     field, a "Sign in" and a "Cancel" button), ``/token`` and ``/jwks``. ID tokens carry ``iss``,
-    ``sub`` (the username), ``aud``, ``exp``, ``iat``, ``nonce``, ``name`` (the username, title-cased)
-    and ``preferred_username``.
+    ``sub`` (the username), ``aud``, ``exp``, ``iat``, ``auth_time``, ``nonce``, ``name`` (the
+    username, title-cased) and ``preferred_username``.
+
+    ``max_age`` (OpenID Connect Core 3.1.2.1) matters only with ``remember_sign_ins``: a remembered
+    sign-in answers an authorization request only if it is no older than the request's ``max_age``;
+    an older one signs the person in again (the form, or ``auto_user``), with a new ``auth_time``.
     """
 
     def __init__(self) -> None:
@@ -110,8 +119,16 @@ class OidcProvider:
         self.id_token_alg: Literal["RS256", "HS256", "none"] = "RS256"
         """How the next ID tokens are signed: "HS256" with the public key (PEM) as the HMAC secret, the
         algorithm-confusion attack; "none" not at all."""
+        self.remember_sign_ins = False
+        """When set, a sign-in is remembered in the browser (a cookie of the provider's), and a later
+        authorization request is granted from it without asking, as its ``max_age`` allows."""
+        self.honour_max_age = True
+        """When unset, a remembered sign-in is used however old, whatever ``max_age`` asks: an issuer
+        that ignores it (its ID token's ``auth_time`` then says so)."""
         self.discovery_fetches = 0
         self.jwks_fetches = 0
+        self._remembered: dict[str, tuple[str, int]] = {}
+        """Each remembered sign-in by its cookie's value: the user and their ``auth_time``."""
         self._keys: list[Any] = [_rsa_key()]
         self._clients: dict[str, _Client] = {}
         self._grants: dict[str, _Grant] = {}
@@ -163,6 +180,8 @@ class OidcProvider:
         self.id_token_nonce = None
         self.id_token_claims = {}
         self.id_token_alg = "RS256"
+        self.remember_sign_ins = False
+        self.honour_max_age = True
         self.discovery_fetches = 0
         self.jwks_fetches = 0
 
@@ -265,6 +284,7 @@ class OidcProvider:
                     "aud",
                     "exp",
                     "iat",
+                    "auth_time",
                     "nonce",
                     "name",
                     "preferred_username",
@@ -285,6 +305,9 @@ class OidcProvider:
             return HTMLResponse(f"<p>{html.escape(str(exc))}</p>", status_code=400)
         if error is not None:
             return _back(params, {"error": error})
+        remembered = self._remembered_sign_in(request, params)
+        if remembered is not None:
+            return self._grant(params, *remembered)
         if self.auto_user is not None:
             return self._grant(params, self.auto_user)
         hidden = "".join(
@@ -334,10 +357,33 @@ class OidcProvider:
             return "invalid_scope"
         if params.get("code_challenge_method") != "S256" or not params.get("code_challenge"):
             return "invalid_request"
+        if not _MAX_AGE.fullmatch(params.get("max_age", "0")):
+            return "invalid_request"
         return None
 
-    def _grant(self, params: Mapping[str, str], user: str) -> Response:
+    def _cookie(self) -> str:
+        # Browsers share a host's cookies across its ports: the provider's own, by its port.
+        return f"idp-session-{self._port}"
+
+    def _remembered_sign_in(self, request: Request, params: Mapping[str, str]) -> tuple[str, int] | None:
+        """The browser's remembered sign-in (user, ``auth_time``), if it may answer this request."""
+        if not self.remember_sign_ins:
+            return None
+        with self._lock:
+            found = self._remembered.get(request.cookies.get(self._cookie(), ""))
+        if found is None:
+            return None
+        max_age = params.get("max_age")
+        if self.honour_max_age and max_age is not None and time.time() - found[1] > int(max_age):
+            return None  # too old for this request: the person signs in again
+        return found
+
+    def _grant(self, params: Mapping[str, str], user: str, auth_time: int | None = None) -> Response:
+        """Send the browser back with a code for ``user``, who signed in at ``auth_time`` (a
+        remembered sign-in's), else now (and, with ``remember_sign_ins``, is remembered)."""
         code = secrets.token_urlsafe(32)
+        fresh = auth_time is None
+        auth_time = int(time.time()) if auth_time is None else auth_time
         grant = _Grant(
             client_id=params["client_id"],
             redirect_uri=params["redirect_uri"],
@@ -345,10 +391,17 @@ class OidcProvider:
             nonce=params.get("nonce"),
             code_challenge=params["code_challenge"],
             expires_at=time.monotonic() + AUTHORIZATION_CODE_TTL_S,
+            auth_time=auth_time,
         )
         with self._lock:
             self._grants[code] = grant
-        return _back(params, {"code": code})
+        response = _back(params, {"code": code})
+        if fresh and self.remember_sign_ins:
+            remembered = secrets.token_urlsafe(16)
+            with self._lock:
+                self._remembered[remembered] = (user, auth_time)
+            response.set_cookie(self._cookie(), remembered, path="/", httponly=True, samesite="lax")
+        return response
 
     async def _token(self, request: Request) -> Response:
         form = {name: value for name, value in (await request.form()).items() if isinstance(value, str)}
@@ -393,6 +446,7 @@ class OidcProvider:
             "aud": self.id_token_audience or grant.client_id,
             "exp": now + int(self.id_token_ttl_s),
             "iat": now,
+            "auth_time": grant.auth_time,
             "nonce": self.id_token_nonce or grant.nonce,
             "name": grant.user.title(),
             "preferred_username": grant.user,

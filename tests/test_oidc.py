@@ -11,6 +11,7 @@ import base64
 import hashlib
 import secrets
 import socket
+import time
 from collections.abc import AsyncIterator, Iterator
 from html.parser import HTMLParser
 from typing import Any
@@ -182,7 +183,10 @@ async def test_a_person_signs_in_with_the_form_as_the_principal_of_their_bearer_
         name="Alice",
         next_path="/tasks/t-1?view=full",
         subject="alice",
+        signed_in_at=signed.signed_in_at,
     )
+    # When the provider signed her in (its auth_time, in whole seconds): just now.
+    assert time.time() - 10 < signed.signed_in_at <= time.time()
     assert not [entry for entry in logs if entry["event"] == "sign_in_refused"]
 
     # The same person's MCP client, with a token from the same issuer, is the same principal.

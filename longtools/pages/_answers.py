@@ -22,6 +22,13 @@ each votes once (the claim is per person), on the proposal the page showed (its 
 the vote). An approver whose vote is in reads how the decision stands; the person who asked,
 whom the rule does not admit, is sent to their task's page, which follows it.
 
+**A recent sign-in** (``ask_form(step_up="recent")``): an approval counts only from a person who
+signed in within ``step_up_max_age_s`` (an OIDC sign-in's ``auth_time``, a token's paste). An older
+session's approval is not delivered: the person is sent to sign in again (``/signin?recent=1``:
+OIDC with ``max_age``, or the token again) and brought back to the question, whose page says why
+before they approve; a rejection needs no step-up. The vote carries when they signed in
+(``signedInAt``, in its stamp and its ledger entry), which the workflow requires.
+
 **Asked again.** A workflow that asks again because an answer broke a rule its form could not say
 (``longtools.workflows.Reask``) gets its new question shown at once, with each reason beside its
 field and the person's values filled in again (never a secret's).
@@ -30,6 +37,7 @@ field and the person's values filled in again (never a secret's).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -43,12 +51,19 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from longtools._settings import Settings
 from longtools.auth import Caller
-from longtools.decisions import DecisionState, Voter, approvers_decision, decision_of, names_of
+from longtools.decisions import (
+    DecisionState,
+    Voter,
+    approvers_decision,
+    decision_of,
+    ledger_time,
+    names_of,
+)
 from longtools.pages._forms import FORM_ERROR, Field, content_of, fields_of, form_values, schema_errors
 from longtools.pages._frame import Frame, Refused
 from longtools.pages._passkeys import PasskeyAsk, PasskeyRefused, Passkeys
 from longtools.pages._sessions import PageSession
-from longtools.pages._views import TaskCard, decision_card
+from longtools.pages._views import TaskCard, decision_card, said_duration
 from longtools.tasks import (
     AnswerLinks,
     AnswerNotAuthorized,
@@ -203,7 +218,17 @@ class Answers:
                 return self._form(
                     opened, question, session, errors={FORM_ERROR: str(refused)}, status=403, passkey=asked
                 )
-        outcome = await self._claimed(view, key, response, digest, session.caller, seen, proof)
+        signed_in_at = None
+        if stepping is not None and stepping.step_up == "recent" and action == "accept":
+            at = self._recently_signed_in(session)
+            if at is None:
+                # Before the claim: nothing is delivered, and the person, signed in again, is back
+                # at the question (page.js fills in again what they typed) to cast their vote.
+                log.info("page_step_up_sign_in", task_id=view.task_id, key=key)
+                again = RedirectResponse(_sign_in_again(opened.path), status_code=303)
+                return self._frame.kept(again, request, session, fresh)
+            signed_in_at = ledger_time(datetime.fromtimestamp(at, UTC))
+        outcome = await self._claimed(view, key, response, digest, session.caller, seen, proof, signed_in_at)
         if outcome == "sent":
             log.info("page_answered", task_id=view.task_id, key=key, action=response["action"])
         elif outcome == "refused":  # withdrawn since the check above: the claim is spent
@@ -265,6 +290,7 @@ class Answers:
         caller: Caller,
         seen: str | None = None,
         passkey: Mapping[str, str] | None = None,
+        signed_in_at: str | None = None,
     ) -> str:
         """Deliver ``response`` as ``caller`` if it is the question's first answer: ``sent`` (also
         to the same answer sent again); ``lost`` when another answer came first, ``closed`` when the
@@ -284,7 +310,13 @@ class Answers:
                 return {"taken": False}
             try:
                 delivered = await self._tasks.answer(
-                    view, {key: response}, caller=caller, via="page", seen=seen, passkey=passkey
+                    view,
+                    {key: response},
+                    caller=caller,
+                    via="page",
+                    seen=seen,
+                    passkey=passkey,
+                    signed_in_at=signed_in_at,
                 )
             except AnswerNotAuthorized:  # checked just before the claim: withdrawn since
                 return {"taken": False, "refused": True}
@@ -351,7 +383,13 @@ class Answers:
         decision = None if question is None else approvers_decision(question)
         mine = owner == session.principal
         opened = _Opened(
-            view=view, key=link.key, question=question, owner=owner, mine=mine, decision=decision
+            view=view,
+            key=link.key,
+            question=question,
+            owner=owner,
+            mine=mine,
+            decision=decision,
+            path=request.url.path,
         )
         if decision is None:
             if not link.approvers:
@@ -372,6 +410,19 @@ class Answers:
             # exactly as a made-up link's.
             return replace(opened, question=None, asked=True)
         raise Refused(self._frame.message(session, 404, "unknown"))
+
+    def _recently_signed_in(self, session: PageSession) -> float | None:
+        """When ``session``'s person signed in, if within ``step_up_max_age_s`` (a ``recent``
+        approval's step-up); None if longer ago, or not known (a session made before they kept it)."""
+        now = time.time()
+        if session.kind == "local":
+            # A server without authentication: nobody signs in, nor could again. Its one person is
+            # whoever is at this computer (``Frame``), now.
+            return now
+        at = session.signed_in_at
+        if at is None or now - at > self._settings.step_up_max_age_s:
+            return None
+        return at
 
     def _voter(self, session: PageSession) -> Voter:
         return self._tasks.groups.voter(session.principal, session.caller.groups)
@@ -416,6 +467,11 @@ class Answers:
         decision = (
             None if found is None else decision_card(found, key, view, self._links, self._voter(session))
         )
+        recent = None
+        if found is not None and found.step_up == "recent":
+            within = said_duration(timedelta(seconds=self._settings.step_up_max_age_s))
+            fresh = self._recently_signed_in(session) is not None
+            recent = RecentAsk(fresh=fresh, within=within, signin=_sign_in_again(opened.path))
         schema = params.get("requestedSchema") or {}
         fields = fields_of(schema, sensitive=marking.sensitive)
         message = str(params.get("message") or "")
@@ -444,6 +500,7 @@ class Answers:
             # Restored by page.js after a sign-in that expired on the way: only on a fresh form.
             draft=status == 200 and not again,
             passkey=passkey,
+            recent=recent,
         )
 
     async def _passkey_ask(
@@ -474,6 +531,25 @@ class _Opened:
     """The person's vote on ``decision`` is in."""
     asked: bool = False
     """The person asked, and the decision is not (or no longer) theirs to take: their task's page."""
+    path: str = "/"
+    """The link's path on this server: where a sign-in brings the person back to."""
+
+
+@dataclass(frozen=True)
+class RecentAsk:
+    """What the page says of an approval that needs a recent sign-in (``answer.html``)."""
+
+    fresh: bool
+    """The person's sign-in is recent enough now (an approval sent later may not be)."""
+    within: str
+    """How recent, as the page says it (``5 minutes``)."""
+    signin: str
+    """Where they sign in again, to come back here."""
+
+
+def _sign_in_again(path: str) -> str:
+    """The sign-in page for a recent sign-in (``SignIn``), leading back to ``path``."""
+    return f"/signin?{urlencode({'next': path, 'recent': '1'})}"
 
 
 def _to_task(view: TaskView) -> RedirectResponse:

@@ -13,6 +13,11 @@ must match the cookie's.
 The ID token is checked as strictly as a bearer token: RS256/ES256 with keys from the issuer's JWKS
 only (the same key rules), ``iss`` exactly, this client in ``aud``, ``exp`` with the same leeway, and
 this sign-in's nonce. Nothing a token holds is logged or put in a message.
+
+A sign-in for a ``step_up="recent"`` approval asks the issuer for one within ``max_age`` seconds
+(OpenID Connect Core 3.1.2.1), sealed with the rest, and takes the ID token only if its
+``auth_time`` says so: an issuer that ignores ``max_age`` (answers from an older sign-in of its
+own) signs nobody in by it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import math
 import secrets
 import time
 import unicodedata
@@ -100,6 +106,10 @@ _ISSUER_REFUSED = "The identity provider did not sign you in."
 _UNREACHABLE = "The identity provider cannot be reached right now. Please try again in a moment."
 _MISCONFIGURED = "Signing in with the identity provider is not set up correctly on this server."
 _UNVERIFIED = "The identity provider's answer could not be verified, so you are not signed in."
+_NOT_RECENT = (
+    "The identity provider did not confirm a recent sign-in, which this approval needs, so you are not "
+    "signed in again. Please try again."
+)
 _INTERNAL = "Signing in failed. Please try again."
 
 
@@ -128,6 +138,9 @@ class SignedIn:
     """The groups the ID token's claim named by ``LONGTOOLS_GROUPS_CLAIM`` lists, if it is set."""
     email: str | None = None
     """The ID token's ``email``, only when its ``email_verified`` is true (one plain address)."""
+    signed_in_at: float = 0.0
+    """When the person signed in at the issuer (Unix time): the ID token's ``auth_time``, else (it
+    has none) the time of this sign-in; never later than now (``finish`` always sets it)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +158,8 @@ class _Pending:
     nonce: str
     verifier: str
     next_path: str
+    max_age: int | None = None
+    """The ``max_age`` the authorization request asked for (a step-up's), if any."""
 
 
 class OidcSignIn:
@@ -210,9 +225,14 @@ class OidcSignIn:
         self._jwks: JwksUrl | None = None
         """The issuer's keys (its discovery names where), fetched as bearer tokens' are."""
 
-    async def begin(self, next_path: str, redirect_uri: str) -> tuple[str, str]:
+    async def begin(
+        self, next_path: str, redirect_uri: str, *, max_age: int | None = None
+    ) -> tuple[str, str]:
         """The authorization URL to send the browser to, and the sealed value of the short-lived
-        sign-in cookie (state, nonce, PKCE verifier, ``next_path``) that ``finish`` needs.
+        sign-in cookie (state, nonce, PKCE verifier, ``next_path``, ``max_age``) that ``finish`` needs.
+
+        ``max_age`` (seconds): the issuer must have signed the person in within it (a step-up), and
+        ``finish`` takes only an ID token whose ``auth_time`` says so.
 
         ``next_path`` that is not a path of this server (another host, a scheme, ``//``, a backslash,
         a control character) becomes ``/``: the sign-in is never an open redirect.
@@ -233,7 +253,9 @@ class OidcSignIn:
                 "code_challenge": challenge.decode(),
                 "code_challenge_method": "S256",
             }
-            pending = {
+            if max_age is not None:
+                params["max_age"] = str(max_age)
+            pending: dict[str, Any] = {
                 "state": state,
                 "nonce": nonce,
                 "verifier": verifier,
@@ -241,6 +263,8 @@ class OidcSignIn:
                 # Wall-clock time: the callback may reach another replica than the one that began.
                 "exp": time.time() + self._pending_ttl_s,
             }
+            if max_age is not None:
+                pending["max_age"] = max_age
             # Bound to the redirect URI: the code is exchanged with the one it was asked for with.
             sealed = self._sealer.seal(pending, redirect_uri)
             return _with_query(metadata.authorization_endpoint, params), sealed
@@ -290,6 +314,7 @@ class OidcSignIn:
         metadata = await self._discover()
         id_token = await self._exchange(metadata, code, began.verifier, redirect_uri)
         claims = await self._verify(metadata, id_token, began.nonce)
+        signed_in_at = _signed_in_at(claims, began.max_age)
         return SignedIn(
             principal=f"jwt:{claims['iss']}|{claims['sub']}",
             name=_display_name(claims),
@@ -298,6 +323,7 @@ class OidcSignIn:
             scopes=_scopes(claims),
             groups=_groups(claims, self._groups_claim),
             email=_verified_email(claims),
+            signed_in_at=signed_in_at,
         )
 
     def _open_pending(self, pending: str | None, redirect_uri: str) -> _Pending:
@@ -307,8 +333,8 @@ class OidcSignIn:
             value = self._sealer.open(pending, redirect_uri)
         except Unsealable:
             _refuse(_AGAIN, "pending unsealable")
-        state, nonce, verifier, next_path, expiry = (
-            value.get(name) for name in ("state", "nonce", "verifier", "next", "exp")
+        state, nonce, verifier, next_path, expiry, max_age = (
+            value.get(name) for name in ("state", "nonce", "verifier", "next", "exp", "max_age")
         )
         if not (
             isinstance(state, str)
@@ -316,11 +342,14 @@ class OidcSignIn:
             and isinstance(verifier, str)
             and isinstance(next_path, str)
             and isinstance(expiry, int | float)
+            and (max_age is None or (isinstance(max_age, int) and not isinstance(max_age, bool)))
         ):
             _refuse(_AGAIN, "pending unsealable")
         if time.time() >= expiry:
             _refuse(_AGAIN, "pending expired")
-        return _Pending(state=state, nonce=nonce, verifier=verifier, next_path=_local_path(next_path))
+        return _Pending(
+            state=state, nonce=nonce, verifier=verifier, next_path=_local_path(next_path), max_age=max_age
+        )
 
     async def _discover(self) -> _Metadata:
         """The issuer's endpoints, from its discovery document (fetched again after an hour; after a
@@ -539,6 +568,29 @@ def _json_object(response: httpx.Response) -> dict[str, Any] | None:
     except ValueError:
         return None
     return document if isinstance(document, dict) else None
+
+
+def _signed_in_at(claims: Mapping[str, Any], max_age: int | None) -> float:
+    """When the issuer signed the person in: the ID token's ``auth_time`` (never later than now: a
+    clock ahead of ours does not make a sign-in last longer), else now.
+
+    With ``max_age`` asked, ``auth_time`` must be there (OpenID Connect Core 2, 3.1.2.1) and within
+    it (3.1.3.7, 13), or the sign-in is refused: without this, an issuer that ignores ``max_age``
+    would pass an old sign-in for a recent one.
+
+    Raises:
+        SignInFailed: ``max_age`` was asked and ``auth_time`` is missing, malformed or older."""
+    now = time.time()
+    found = claims.get("auth_time")
+    auth_time = None
+    if isinstance(found, int | float) and not isinstance(found, bool) and math.isfinite(found):
+        auth_time = float(found)
+    if max_age is not None:
+        if auth_time is None:
+            _refuse(_NOT_RECENT, "no auth_time")
+        if now - auth_time > max_age:
+            _refuse(_NOT_RECENT, "auth_time older than max_age")
+    return now if auth_time is None else min(auth_time, now)
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:

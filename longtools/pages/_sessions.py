@@ -5,8 +5,9 @@ A session is made only by a sign-in (a token checked by the bearer verifier, an 
 sign-in, or on a server without authentication a visit from this computer), never taken from a
 request: a value that did not come out of ``Sessions.new`` does not open (session fixation). It is
 sealed (``longtools._sealing``, its own label, bound to the cookie's name) over the principal, the
-name shown, the subject, scopes and groups of the token it was made with, an expiry, a random CSRF
-secret and a random session id, and is kept nowhere but the browser's cookie: any replica reads it.
+name shown, the subject, scopes and groups of the token it was made with, when the person signed in,
+an expiry, a random CSRF secret and a random session id, and is kept nowhere but the browser's
+cookie: any replica reads it.
 
 A session ends with what made it, checked at every request:
 - its expiry: the sign-in's TTL, or sooner the time ``/mcp`` stops taking the JWT it was made with;
@@ -75,6 +76,10 @@ class PageSession:
     groups: frozenset[str] = frozenset()
     """The groups its token's claim named (``LONGTOOLS_GROUPS_CLAIM``: a JWT's, an ID token's); none
     for a static token's or a local session (``LONGTOOLS_GROUPS`` applies to every kind by name)."""
+    signed_in_at: float | None = None
+    """When the person signed in (Unix time): at the issuer, for OIDC (the ID token's ``auth_time``),
+    else when the token was pasted or the local session made. None for a session made before
+    sessions kept it: never recent enough for a ``step_up="recent"`` approval."""
 
     @property
     def caller(self) -> Caller:
@@ -152,6 +157,7 @@ class Sessions:
         )
         scopes = value.get("sc", [])
         groups = value.get("g", [])
+        signed_in_at = value.get("i")  # absent from a cookie made before sessions kept it
         if not (
             isinstance(principal, str)
             and isinstance(shown, str)
@@ -165,6 +171,7 @@ class Sessions:
             and all(isinstance(scope, str) for scope in scopes)
             and isinstance(groups, list)
             and all(isinstance(group, str) for group in groups)
+            and (signed_in_at is None or isinstance(signed_in_at, int | float))
         ):
             return None, False
         # Made while the server ran in the other mode (the same keys, with or without authentication):
@@ -188,6 +195,7 @@ class Sessions:
             subject=subject,
             scopes=frozenset(scopes),
             groups=frozenset(groups),
+            signed_in_at=None if signed_in_at is None else float(signed_in_at),
         )
         # A local session is anyone on this computer (no sign-in, no sign-out that would hold): nothing
         # to read for it.
@@ -206,10 +214,13 @@ class Sessions:
         subject: str | None = None,
         scopes: frozenset[str] = frozenset(),
         groups: frozenset[str] = frozenset(),
+        signed_in_at: float | None = None,
     ) -> PageSession:
         """A new session; it expires after the TTL, or at ``until`` (Unix time) if that is sooner.
-        ``subject``, ``scopes`` and ``groups`` are the token's it was made with (``PageSession.caller``)."""
-        expires = time.time() + self.ttl_s
+        ``subject``, ``scopes`` and ``groups`` are the token's it was made with (``PageSession.caller``);
+        ``signed_in_at``, when the person signed in (an ID token's ``auth_time``), else now."""
+        now = time.time()
+        expires = now + self.ttl_s
         if until is not None:
             expires = min(expires, until)
         return PageSession(
@@ -223,6 +234,7 @@ class Sessions:
             subject=subject,
             scopes=scopes,
             groups=_kept_groups(groups),
+            signed_in_at=now if signed_in_at is None else signed_in_at,
         )
 
     def fingerprint(self, token: str) -> str | None:
@@ -256,6 +268,8 @@ class Sessions:
             value["sc"] = sorted(session.scopes)
         if session.groups:
             value["g"] = sorted(session.groups)
+        if session.signed_in_at is not None:
+            value["i"] = session.signed_in_at
         name = cookie_name("longtools-session", request)
         secure = secure_request(request)
         # No Max-Age: the browser keeps it until it closes, and the sealed expiry ends it before

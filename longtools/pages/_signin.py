@@ -5,6 +5,12 @@ Who may sign in how: with JWTs and ``oidc_client_id``, at the issuer (``_oidc``)
 tokens, or JWTs without OIDC, by pasting the bearer token their MCP host uses, checked as ``/mcp``
 checks it; without authentication nobody signs in (``Frame.signed_in``: this computer's person).
 
+**Signing in again for a recent sign-in** (``?recent=1``, where the answer page sends a person
+whose sign-in is older than a ``step_up="recent"`` approval takes, ``Answers``): the page says why
+and is shown even to a person signed in; the OIDC sign-in asks the issuer for one within
+``step_up_max_age_s`` (``max_age``), the token form for the token again. Either makes a new session,
+signed in now, and brings the person back to the question.
+
 Where notifications are mailed (``notify_email``), an OIDC sign-in records the person's verified
 email in the directory of people (``longtools.people``), for the worker to mail them at when the
 settings give them no address. The sign-in never waits long for it, nor fails for it.
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, Final
 
 import structlog
@@ -26,6 +33,7 @@ from longtools.auth import LEEWAY_S, AuthConfigError, BearerVerifier, principal_
 from longtools.pages._frame import Frame, local
 from longtools.pages._oidc import OidcSignIn, SignedIn, SignInFailed
 from longtools.pages._sessions import cookie_name, secure_request
+from longtools.pages._views import said_duration
 from longtools.people import Directory
 from longtools.tasks import public_base
 
@@ -75,14 +83,23 @@ class SignIn:
             await self._oidc.aclose()
 
     async def _signin_page(self, request: Request) -> Response:
-        return await self._signin(request, local(request.query_params.get("next")))
+        recent = request.query_params.get("recent") == "1"
+        return await self._signin(request, local(request.query_params.get("next")), recent=recent)
 
     async def _signin(
-        self, request: Request, next_path: str, *, error: str | None = None, status: int = 200
+        self,
+        request: Request,
+        next_path: str,
+        *,
+        error: str | None = None,
+        status: int = 200,
+        recent: bool = False,
     ) -> Response:
+        """The sign-in page; ``recent``: for an approval that needs a recent sign-in (shown to a
+        person signed in too, saying why)."""
         sessions = self._frame.sessions
         session, expired = await sessions.current(request)
-        if not self._settings.auth_configured or (session is not None and error is None):
+        if not self._settings.auth_configured or (session is not None and error is None and not recent):
             return RedirectResponse(next_path, status_code=303)
         csrf = sessions.new_form_token() if self._tokens else None
         response = self._frame.render(
@@ -95,6 +112,8 @@ class SignIn:
             oidc=self._oidc is not None,
             oidc_host=_host_of(self._settings.oidc_issuer or self._settings.jwt_issuer or ""),
             csrf=csrf,
+            recent=recent,
+            max_age=said_duration(timedelta(seconds=self._settings.step_up_max_age_s)),
         )
         if csrf is not None:
             sessions.set_form_token(response, request, csrf)
@@ -105,11 +124,12 @@ class SignIn:
             return self._frame.message(None, 404, "unknown")
         form = await self._frame.form(request, None)
         next_path = local((form.get("next") or ["/"])[-1])
+        recent = (form.get("recent") or [""])[-1] == "1"
         token = (form.get("token") or [""])[-1].strip()
         access = await self._verifier.verify_token(token) if token else None
         if access is None:
             said = "This token was not accepted. Check it and try again."
-            return await self._signin(request, next_path, error=said, status=401)
+            return await self._signin(request, next_path, error=said, status=401, recent=recent)
         principal = principal_id(access)
         sessions = self._frame.sessions
         # A JWT's session ends when /mcp would stop taking the JWT (its exp, with the verifier's
@@ -131,9 +151,12 @@ class SignIn:
     async def _oidc_begin(self, request: Request) -> Response:
         if self._oidc is None:
             return self._frame.message(None, 404, "unknown")
+        # A step-up's: the issuer must have signed the person in within the approval's max age (whole
+        # seconds, rounded down: never longer than it).
+        max_age = int(self._settings.step_up_max_age_s) if request.query_params.get("recent") == "1" else None
         try:
             url, pending = await self._oidc.begin(
-                local(request.query_params.get("next")), self._callback(request)
+                local(request.query_params.get("next")), self._callback(request), max_age=max_age
             )
         except SignInFailed as exc:
             return self._failed(exc)
@@ -173,6 +196,7 @@ class SignIn:
                 subject=signed.subject,
                 scopes=signed.scopes,
                 groups=signed.groups,
+                signed_in_at=signed.signed_in_at,
             )
             log.info("page_signed_in", kind="oidc")
             await self._remember(signed)

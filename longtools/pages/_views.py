@@ -34,6 +34,7 @@ __all__ = [
     "VoteCard",
     "card_of",
     "decision_card",
+    "said_duration",
     "signature",
 ]
 
@@ -369,7 +370,7 @@ def rule_words(rule: Approvers, *, escalated: bool) -> str:
         if escalated:
             said += f" It has been escalated: {wider} may decide too."
         else:
-            said += f" With no decision after {_duration(rule.escalate.after)}, {wider} may decide too."
+            said += f" With no decision after {said_duration(rule.escalate.after)}, {wider} may decide too."
     return said
 
 
@@ -409,7 +410,8 @@ def _and(names: tuple[str, ...]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _duration(span: timedelta) -> str:
+def said_duration(span: timedelta) -> str:
+    """``5 minutes``: ``span`` in its largest whole unit (to the second, rounded down)."""
     seconds = int(span.total_seconds())
     for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
         if seconds >= size and seconds % size == 0:
