@@ -215,7 +215,16 @@ def test_a_person_registers_a_passkey_and_approves_with_it_and_the_ledger_keeps_
     saved = tmp_path / "ledger.jsonl"
     saved.write_text("\n".join(lines) + "\n")
     code, said = _audit("verify", str(saved))
-    assert code == 0, said
+    assert code == 0 and "pin each approver's with --passkey" in said, said
+    # Pinned to bob's registered key, as his /passkeys page shows it: it holds; to another, it does not.
+    shown = page.goto(bob.base + "/passkeys")
+    assert shown is not None
+    public = page.locator("code.public-key").first.text_content() or ""
+    assert public == vote["data"]["passkey"]["publicKey"]
+    code, said = _audit("verify", str(saved), "--passkey", public)
+    assert code == 0 and "--passkey" not in said, said
+    code, said = _audit("verify", str(saved), "--passkey", "cHVibGlj")
+    assert code == 1 and "its key is not one of the pinned passkeys" in said, said
     # A server that rewrote its own ledger (the vote on another digest, chained and signed again
     # with a key of its own): the chain holds, the passkey's signature does not.
     forged = _rechained([json.loads(line) for line in lines], vote["seq"], {"proposal": "0" * 64})

@@ -303,3 +303,18 @@ def test_a_session_made_before_sessions_kept_their_sign_in_opens_and_is_sent_to_
     assert person.get("/decisions").status == 200
     _sent_to_sign_in(site, person, link, task_id)
     _alice("tasks/cancel", {"taskId": task_id}, site)
+
+
+def test_adding_a_passkey_takes_a_recent_sign_in(site: Site, person: PageClient) -> None:
+    """Ours (issue 34): a session cookie alone, left open or stolen, adds no passkey of its
+    holder's; the page asks its person to sign in again first, and the form's POST is refused."""
+    person.sign_in(TOKENS["bob"])
+    fresh = person.get("/passkeys")
+    assert fresh.status == 200 and 'id="register"' in fresh.text and "recent-note" not in fresh.text
+    csrf = fresh.forms().hidden["csrf"]
+    _past_max_age(time.time())
+    stale = person.get("/passkeys?next=/answer/x")
+    assert 'id="register"' not in stale.text and "Adding a passkey needs a recent sign-in" in stale.text
+    posted = person.http.post("/passkeys", data={"csrf": csrf, "name": "mine", "credential": "{}"})
+    assert posted.status_code == 303
+    assert posted.headers["location"] == "/signin?" + urlencode({"next": "/passkeys", "recent": "1"})

@@ -28,7 +28,7 @@ __all__ = ["keys", "verify"]
 _PUBLIC_KEY_BYTES: Final = 32
 
 
-def verify(file: str, trusted: list[str], task: str | None = None) -> int:
+def verify(file: str, trusted: list[str], task: str | None = None, passkeys: list[str] | None = None) -> int:
     """Check the ledger in ``file`` (``-``: stdin); print what holds, or the first entry that does
     not. 0 when it holds, 1 when it does not (2 for a file that cannot be read, a bad ``--key``)."""
     for key in trusted:
@@ -38,7 +38,7 @@ def verify(file: str, trusted: list[str], task: str | None = None) -> int:
                 "as `longtools audit keys` prints them"
             )
     lines = _lines(file)
-    found = verify_entries(lines, trusted=trusted or None, task=task)
+    found = verify_entries(lines, trusted=trusted or None, task=task, passkeys=passkeys or None)
     if found.problem is not None:
         typer.echo(f"FAILED: {found.problem}")
         return 1
@@ -61,6 +61,11 @@ def verify(file: str, trusted: list[str], task: str | None = None) -> int:
         typer.echo(
             "note: signatures were checked against the keys the file itself names, which anyone can "
             "make; pin the deployment's with --key (`longtools audit keys` prints them)"
+        )
+    if not passkeys and any('"passkey"' in line and '"vote"' in line for line in lines):
+        typer.echo(
+            "note: passkey approvals were checked against the public keys their entries name; pin "
+            "each approver's with --passkey (their /passkeys page shows them)"
         )
     return 0
 

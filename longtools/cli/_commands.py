@@ -491,6 +491,15 @@ def audit_verify(
         str | None,
         typer.Option("--task", metavar="ID", help="Require every entry to be of this task."),
     ] = None,
+    passkey: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--passkey",
+            metavar="PUBLIC",
+            help="Trust only this passkey for approvals signed with one (repeatable; each person's "
+            "/passkeys page shows theirs).",
+        ),
+    ] = None,
 ) -> None:
     """Check a ledger offline: every entry unchanged, none removed or moved, each signed.
 
@@ -500,7 +509,7 @@ def audit_verify(
     """
     from longtools.cli._audit import verify
 
-    raise typer.Exit(verify(file, key or [], task))
+    raise typer.Exit(verify(file, key or [], task, passkey or []))
 
 
 @audit_cli.command("keys")

@@ -155,7 +155,10 @@ class Verified:
 
 
 def verify_entries(
-    lines: Iterable[str], trusted: Sequence[str] | None = None, task: str | None = None
+    lines: Iterable[str],
+    trusted: Sequence[str] | None = None,
+    task: str | None = None,
+    passkeys: Sequence[str] | None = None,
 ) -> Verified:
     """Check a ledger as exported (one JSON entry per line): each entry's hash is that of its
     content, covers the entry before it, is numbered in order, and is signed by its key, one of
@@ -165,7 +168,9 @@ def verify_entries(
     Stops at the first problem, naming the entry: a changed field breaks that entry's hash; a
     removed entry breaks the ``prev``/``seq`` of the next one; two swapped entries break the first
     of them. A vote approved with a passkey holds only if its assertion does: the key it names
-    signed this vote's challenge, with its person verified (``_passkeys``).
+    signed this vote's challenge, with its person verified (``_passkeys``), and that key is one of
+    ``passkeys`` (people's registered public keys, as their ``/passkeys`` page shows them) when
+    given: else a server that rewrote its ledger could name a key of its own making.
     """
     previous, count = "", 0
     keys: list[str] = []
@@ -215,6 +220,9 @@ def verify_entries(
             from longtools.decisions._passkeys import passkey_problem
 
             problem = passkey_problem(entry, task)
+            named = data["passkey"].get("publicKey") if isinstance(data["passkey"], dict) else None
+            if problem is None and passkeys is not None and named not in passkeys:
+                problem = "its key is not one of the pinned passkeys"
             if problem is not None:
                 return wrong(f"is a vote whose passkey approval does not hold: {problem}", seq)
         if entry["key"] not in keys:

@@ -37,7 +37,6 @@ field and the person's values filled in again (never a secret's).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -62,7 +61,7 @@ from longtools.decisions import (
 from longtools.pages._forms import FORM_ERROR, Field, content_of, fields_of, form_values, schema_errors
 from longtools.pages._frame import Frame, Refused
 from longtools.pages._passkeys import PasskeyAsk, PasskeyRefused, Passkeys
-from longtools.pages._sessions import PageSession
+from longtools.pages._sessions import PageSession, sign_in_again, signed_in_within
 from longtools.pages._views import TaskCard, decision_card, said_duration
 from longtools.tasks import (
     AnswerLinks,
@@ -225,7 +224,7 @@ class Answers:
                 # Before the claim: nothing is delivered, and the person, signed in again, is back
                 # at the question (page.js fills in again what they typed) to cast their vote.
                 log.info("page_step_up_sign_in", task_id=view.task_id, key=key)
-                again = RedirectResponse(_sign_in_again(opened.path), status_code=303)
+                again = RedirectResponse(sign_in_again(opened.path), status_code=303)
                 return self._frame.kept(again, request, session, fresh)
             signed_in_at = ledger_time(datetime.fromtimestamp(at, UTC))
         outcome = await self._claimed(view, key, response, digest, session.caller, seen, proof, signed_in_at)
@@ -412,17 +411,7 @@ class Answers:
         raise Refused(self._frame.message(session, 404, "unknown"))
 
     def _recently_signed_in(self, session: PageSession) -> float | None:
-        """When ``session``'s person signed in, if within ``step_up_max_age_s`` (a ``recent``
-        approval's step-up); None if longer ago, or not known (a session made before they kept it)."""
-        now = time.time()
-        if session.kind == "local":
-            # A server without authentication: nobody signs in, nor could again. Its one person is
-            # whoever is at this computer (``Frame``), now.
-            return now
-        at = session.signed_in_at
-        if at is None or now - at > self._settings.step_up_max_age_s:
-            return None
-        return at
+        return signed_in_within(session, self._settings.step_up_max_age_s)
 
     def _voter(self, session: PageSession) -> Voter:
         return self._tasks.groups.voter(session.principal, session.caller.groups)
@@ -471,7 +460,7 @@ class Answers:
         if found is not None and found.step_up == "recent":
             within = said_duration(timedelta(seconds=self._settings.step_up_max_age_s))
             fresh = self._recently_signed_in(session) is not None
-            recent = RecentAsk(fresh=fresh, within=within, signin=_sign_in_again(opened.path))
+            recent = RecentAsk(fresh=fresh, within=within, signin=sign_in_again(opened.path))
         schema = params.get("requestedSchema") or {}
         fields = fields_of(schema, sensitive=marking.sensitive)
         message = str(params.get("message") or "")
@@ -545,11 +534,6 @@ class RecentAsk:
     """How recent, as the page says it (``5 minutes``)."""
     signin: str
     """Where they sign in again, to come back here."""
-
-
-def _sign_in_again(path: str) -> str:
-    """The sign-in page for a recent sign-in (``SignIn``), leading back to ``path``."""
-    return f"/signin?{urlencode({'next': path, 'recent': '1'})}"
 
 
 def _to_task(view: TaskView) -> RedirectResponse:

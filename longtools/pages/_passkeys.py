@@ -3,7 +3,9 @@
 
 Both ceremonies are WebAuthn, checked by the maintained ``webauthn`` library, never by hand.
 
-- **Registering**: the page carries the creation options, their challenge random and sealed with
+- **Registering** takes a sign-in within ``step_up_max_age_s`` (else the person signs in again and
+  comes back): a session cookie alone, left open or stolen, must not add a key of its holder's. The
+  page carries the creation options, their challenge random and sealed with
   the person's principal and an expiry in the form (``ceremony``), so any replica checks the answer
   and nothing is kept between the two requests. User verification is required. The passkey (its id,
   public key and counter) is kept in the person's profile in the directory of people
@@ -25,9 +27,9 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Final
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import structlog
 from starlette.requests import Request
@@ -56,7 +58,8 @@ from longtools._sealing import Sealer, Unsealable
 from longtools._settings import Settings
 from longtools.decisions import DecisionState, passkey_challenge
 from longtools.pages._frame import Frame
-from longtools.pages._sessions import PageSession
+from longtools.pages._sessions import PageSession, sign_in_again, signed_in_within
+from longtools.pages._views import said_duration
 from longtools.people import Directory, Passkey
 from longtools.tasks import public_base
 
@@ -115,6 +118,9 @@ class Passkeys:
     async def page(self, request: Request, *, said: str | None = None, status: int = 200) -> Response:
         session, fresh = await self._frame.signed_in(request)
         mine = await self._mine(session.principal)
+        # Adding a passkey takes a recent sign-in: a session cookie alone (one left open, or stolen)
+        # must not be enough to add a key of one's own and approve with it.
+        recent = signed_in_within(session, self._settings.step_up_max_age_s) is not None
         rp_id, _ = self._party(request)
         challenge = secrets.token_bytes(32)
         options = generate_registration_options(
@@ -144,6 +150,9 @@ class Passkeys:
             next=next_path if _local(next_path) else "",
             said=said,
             full=len(mine) >= _MAX_PASSKEYS,
+            recent=recent,
+            signin=sign_in_again(_page_of(next_path)),
+            within=said_duration(timedelta(seconds=self._settings.step_up_max_age_s)),
         )
         return self._frame.kept(response, request, session, fresh)
 
@@ -152,6 +161,10 @@ class Passkeys:
         form = await self._frame.form(request, session)
         name = (form.get("name") or [""])[-1].strip()[:_MAX_NAME] or "Passkey"
         next_path = (form.get("next") or [""])[-1]
+        if signed_in_within(session, self._settings.step_up_max_age_s) is None:
+            log.info("passkey_refused", kind="registration", reason="sign_in_not_recent")
+            again = RedirectResponse(sign_in_again(_page_of(next_path)), status_code=303)
+            return self._frame.kept(again, request, session, fresh)
         try:
             sealed = self._sealer.open((form.get("ceremony") or [""])[-1], session.principal)
         except Unsealable:
@@ -287,6 +300,11 @@ def _transports(credential: str) -> list[str]:
     except (ValueError, AttributeError):
         return []
     return [str(item) for item in found if isinstance(item, str)][:8]
+
+
+def _page_of(next_path: str) -> str:
+    """This page, leading on to ``next_path`` (a question) once a passkey is added."""
+    return "/passkeys" + (f"?{urlencode({'next': next_path})}" if _local(next_path) else "")
 
 
 def _local(path: str) -> bool:

@@ -28,6 +28,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from typing import Final, Literal
+from urllib.parse import urlencode
 
 import structlog
 from starlette.requests import Request
@@ -87,6 +88,24 @@ class PageSession:
         them: the caller that the same person's bearer token on ``/mcp`` is, as far as the sign-in
         saw it."""
         return Caller(principal=self.principal, scopes=self.scopes, subject=self.subject, groups=self.groups)
+
+
+def signed_in_within(session: PageSession, max_age_s: float) -> float | None:
+    """When ``session``'s person signed in, if within ``max_age_s`` (a step-up: a ``recent``
+    approval, adding a passkey); None if longer ago, or not known (a session made before sessions
+    kept it). A server without authentication: nobody signs in, nor could again; its one person is
+    whoever is at this computer (``Frame``), now."""
+    now = time.time()
+    if session.kind == "local":
+        return now
+    at = session.signed_in_at
+    return None if at is None or now - at > max_age_s else at
+
+
+def sign_in_again(path: str) -> str:
+    """The sign-in page for a recent sign-in (``SignIn``: OIDC with ``max_age``, or the token
+    again), leading back to ``path``."""
+    return f"/signin?{urlencode({'next': path, 'recent': '1'})}"
 
 
 def secure_request(request: Request) -> bool:
