@@ -21,10 +21,12 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from playwright.sync_api import Browser, BrowserContext
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.browser import chromium
 from tests.wire import TASKS_EXTENSION, post, result
 
 URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
@@ -311,3 +313,19 @@ def run_driver(driver: str, url: str, script: dict[str, Any], tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless (tests/browser.py), for a module of browser tests."""
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
+    """Each person's browser of their own (their own cookies and permissions), closed after the test."""
+    opened: list[BrowserContext] = []
+    yield opened
+    for context in opened:
+        context.close()

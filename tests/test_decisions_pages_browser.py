@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.browser import PHONE, chromium, save_screenshot
+from tests.browser import PHONE, save_screenshot
 from tests.conftest import Served, start_server
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
@@ -41,21 +41,6 @@ def leads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
     finally:
         served.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    """Each person's browser of their own (their own cookies), closed after the test."""
-    opened: list[BrowserContext] = []
-    yield opened
-    for context in opened:
-        context.close()
 
 
 def _person(browser: Browser, contexts: list[BrowserContext], served: Served, who: str, path: str) -> Page:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.browser import PHONE, chromium
+from tests.browser import PHONE
 from tests.conftest import Served, start_server
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
@@ -57,21 +57,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    """Each person's browser of their own (their own cookies and permissions), closed after the test."""
-    opened: list[BrowserContext] = []
-    yield opened
-    for context in opened:
-        context.close()
 
 
 def _context(browser: Browser, contexts: list[BrowserContext]) -> BrowserContext:

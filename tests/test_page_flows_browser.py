@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import PHONE, chromium, save_screenshot
+from tests.browser import PHONE, save_screenshot
 from tests.conftest import OWNER_TOKENS, Served, bearer
 from tests.page_server import TASK_CAPS, call, ended, link_of, signed_in, start_pages_server, task
 from tests.wire import eventually, post, result
@@ -25,12 +25,6 @@ TIMEOUT_MS = 15_000
 """Bound of every Playwright wait."""
 NEW_TASK_MS = 5_000
 """Bound of a new task's showing on a list already open (about 1 s measured; it was 15 s)."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture(scope="module")

@@ -17,19 +17,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import PHONE, chromium, save_screenshot
+from tests.browser import PHONE, save_screenshot
 from tests.conftest import OWNER_TOKENS, Served, bearer
 from tests.pages import PageClient
 from tests.wire import post, result
 
 TIMEOUT_MS = 15_000
 """Bound of every Playwright wait."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from longtools.cli import cli
 from longtools.decisions import LedgerKeys, chain, passkey_problem, verify_entries
-from tests.browser import PHONE, chromium, save_screenshot
+from tests.browser import PHONE, save_screenshot
 from tests.conftest import Served, start_server
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
@@ -65,20 +65,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    opened: list[BrowserContext] = []
-    yield opened
-    for context in opened:
-        context.close()
 
 
 class Person:
