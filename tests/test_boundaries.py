@@ -23,6 +23,20 @@ _SUBPACKAGES = (
 _CODE_PARTS = ("longtools.workflows", "longtools.activities")
 _ALL = tuple(f"longtools.{name}" for name in _SUBPACKAGES)
 
+_SERVICE = (
+    "longtools.server",
+    "longtools.pages",
+    "longtools.tasks",
+    "longtools.temporal",
+    "longtools.tools",
+    "longtools.auth",
+    "longtools.workflows",
+    "longtools.activities",
+    "longtools.client",
+    "longtools.cli",
+)
+"""Everything a shared part used by both workflows and the service must not build on."""
+
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # The client runs in a person's shell against any server: the wire and nothing else.
     "longtools.client": (
@@ -61,49 +75,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "longtools.client",
         "longtools.cli",
     ),
-    # Who decides, on what, and the ledger: used by workflows, the worker, the API and the pages, so
-    # it builds on nothing of theirs (its workflow half runs in Temporal's sandbox).
-    "longtools.decisions": (
-        "longtools.server",
-        "longtools.pages",
-        "longtools.tasks",
-        "longtools.temporal",
-        "longtools.tools",
-        "longtools.auth",
-        "longtools.workflows",
-        "longtools.activities",
-        "longtools.client",
-        "longtools.cli",
-    ),
-    # Who hears of a task, and its notify workflow: used by workflows, the worker and the API; it
-    # builds on decisions (rules, groups) and the shared modules, nothing of the service.
-    "longtools.notify": (
-        "longtools.server",
-        "longtools.pages",
-        "longtools.tasks",
-        "longtools.temporal",
-        "longtools.tools",
-        "longtools.auth",
-        "longtools.workflows",
-        "longtools.activities",
-        "longtools.client",
-        "longtools.cli",
-    ),
-    # The people who signed in: written by the pages, read by the worker (notify), kept by a workflow
-    # of theirs; like notify, it builds on nothing of the service.
-    "longtools.people": (
-        "longtools.server",
-        "longtools.pages",
-        "longtools.tasks",
-        "longtools.temporal",
-        "longtools.tools",
-        "longtools.auth",
-        "longtools.notify",
-        "longtools.workflows",
-        "longtools.activities",
-        "longtools.client",
-        "longtools.cli",
-    ),
+    # Who decides, on what, and the ledger; who hears of a task (notify); the people who signed in:
+    # used by workflows (their workflow halves run in Temporal's sandbox), the worker, the API and
+    # the pages, so they build on nothing of theirs. notify builds on decisions; people on neither.
+    "longtools.decisions": _SERVICE,
+    "longtools.notify": _SERVICE,
+    "longtools.people": (*_SERVICE, "longtools.notify"),
     # The modules every process shares (settings, logging, metrics, tracing, wire names).
     "longtools._": _ALL,
     # Workflow code runs in Temporal's sandbox and activity code in the worker: neither reaches into
