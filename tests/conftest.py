@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.browser import chromium
+from tests.oidc_provider import OidcProvider
 from tests.wire import TASKS_EXTENSION, post, result
 
 URL_LINE = re.compile(r"longtools serving MCP at (http://\S+/mcp)")
@@ -105,6 +107,36 @@ def server_ready(spawned: tuple[subprocess.Popen[str], Path], timeout: float = 3
         time.sleep(0.05)
     served.stop()
     raise RuntimeError(f"longtools never became ready:\n{log_path.read_text()}")
+
+
+PAGES_CLIENT_ID = "longtools-pages"
+"""The client id a served test's pages sign in at a test ``OidcProvider`` with."""
+
+
+@contextmanager
+def oidc_server(
+    tmp: Path, provider: OidcProvider, *args: str, env: dict[str, str] | None = None
+) -> Iterator[Served]:
+    """``serve`` whose pages sign people in at ``provider`` and whose ``/mcp`` takes its JWTs
+    (``LONGTOOLS_RESOURCE_URL`` is its ``/mcp``), on a port chosen first: the provider's client is
+    registered for its callback before it starts. Stopped on the way out."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    provider.register_client(PAGES_CLIENT_ID, [f"{base}/signin/callback"])
+    full = {
+        "LONGTOOLS_JWT_JWKS": provider.jwks_url,
+        "LONGTOOLS_JWT_ISSUER": provider.issuer,
+        "LONGTOOLS_RESOURCE_URL": f"{base}/mcp",
+        "LONGTOOLS_OIDC_CLIENT_ID": PAGES_CLIENT_ID,
+        **(env or {}),
+    }
+    # start_server passes `--port 0` first: this later `--port` wins.
+    served = start_server(tmp, "--port", str(port), *args, env=full)
+    try:
+        assert served.base == base, served.url
+        yield served
+    finally:
+        served.stop()
 
 
 def start_worker(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Served:

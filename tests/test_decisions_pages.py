@@ -24,14 +24,13 @@ import httpx
 import jwt
 import pytest
 
-from tests.conftest import Served, free_port, start_server
+from tests.conftest import Served, oidc_server
 from tests.oidc_provider import OidcProvider
 from tests.pages import Page, PageClient, signed_in_people
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
 PEOPLE = {name: secrets.token_urlsafe(24) for name in ("alice", "bob", "dave", "carol")}
 JWT_SECRET = secrets.token_urlsafe(32)
-CLIENT_ID = "longtools-pages"
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 DECISIONS = "longtools.dev/decisions"
 
@@ -48,26 +47,16 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     with OidcProvider() as provider:
-        provider.register_client(CLIENT_ID, [f"{base}/signin/callback"])
         env = {
             "LONGTOOLS_AUTH_TOKENS": ",".join(f"{token}={name}" for name, token in PEOPLE.items()),
             "LONGTOOLS_GROUPS": "leads=alice,bob,dave;ops=carol",
             "LONGTOOLS_GROUPS_CLAIM": "roles",
             "LONGTOOLS_JWT_SECRET": JWT_SECRET,
-            "LONGTOOLS_JWT_JWKS": provider.jwks_url,
-            "LONGTOOLS_JWT_ISSUER": provider.issuer,
-            "LONGTOOLS_RESOURCE_URL": f"{base}/mcp",
-            "LONGTOOLS_OIDC_CLIENT_ID": CLIENT_ID,
         }
         tmp = tmp_path_factory.mktemp("decisions-pages")
-        served = start_server(tmp, "--port", str(port), "--tools", "tests.decision_tools", env=env)
-        try:
+        with oidc_server(tmp, provider, "--tools", "tests.decision_tools", env=env) as served:
             yield Site(served, provider)
-        finally:
-            served.stop()
 
 
 @pytest.fixture

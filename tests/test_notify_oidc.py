@@ -18,12 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Served, free_port, start_server
+from tests.conftest import Served, oidc_server
 from tests.oidc_provider import OidcProvider
 from tests.receivers import Mail, Mailbox, wait_for
 from tests.wire import TASKS_EXTENSION, post, result
 
-CLIENT_ID = "longtools-pages"
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 
 
@@ -65,34 +64,11 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     with OidcProvider() as provider, Mailbox() as mailbox:
-        provider.register_client(CLIENT_ID, [f"{base}/signin/callback"])
-        env = {
-            "LONGTOOLS_JWT_JWKS": provider.jwks_url,
-            "LONGTOOLS_JWT_ISSUER": provider.issuer,
-            "LONGTOOLS_RESOURCE_URL": f"{base}/mcp",
-            "LONGTOOLS_OIDC_CLIENT_ID": CLIENT_ID,
-            "LONGTOOLS_OIDC_SCOPES": "openid email",
-            "LONGTOOLS_NOTIFY_EMAIL": mailbox.url,
-        }
-        # start_server passes `--port 0` first: this later `--port` wins.
-        served = start_server(
-            tmp_path_factory.mktemp("notify-oidc"),
-            "--port",
-            str(port),
-            "--tools",
-            "tests.decision_tools",
-            "--tools",
-            "tests.person_tools",
-            env=env,
-        )
-        try:
-            assert served.base == base, served.url
-            yield Site(served=served, provider=provider, mailbox=mailbox, resource=f"{base}/mcp")
-        finally:
-            served.stop()
+        env = {"LONGTOOLS_OIDC_SCOPES": "openid email", "LONGTOOLS_NOTIFY_EMAIL": mailbox.url}
+        tools = ("--tools", "tests.decision_tools", "--tools", "tests.person_tools")
+        with oidc_server(tmp_path_factory.mktemp("notify-oidc"), provider, *tools, env=env) as served:
+            yield Site(served=served, provider=provider, mailbox=mailbox, resource=f"{served.base}/mcp")
 
 
 def _person(name: str) -> tuple[str, str]:

@@ -20,11 +20,10 @@ import pytest
 from playwright.sync_api import Browser, Page, Request
 
 from tests.browser import chromium, save_screenshot
-from tests.conftest import Served, free_port, start_server
+from tests.conftest import Served, oidc_server
 from tests.oidc_provider import OidcProvider
 from tests.wire import TASKS_EXTENSION, eventually, post, result
 
-CLIENT_ID = "longtools-pages"
 SESSION_TTL_S = 10.0
 TASK_CAPS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}, "url": {}}}
 """A tasks client that sends its person to pages: a task that waits for the person reads
@@ -61,26 +60,16 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     with OidcProvider() as provider:
-        provider.register_client(CLIENT_ID, [f"{base}/signin/callback"])
         env = {
-            "LONGTOOLS_JWT_JWKS": provider.jwks_url,
-            "LONGTOOLS_JWT_ISSUER": provider.issuer,
-            "LONGTOOLS_RESOURCE_URL": f"{base}/mcp",
-            "LONGTOOLS_OIDC_CLIENT_ID": CLIENT_ID,
             "LONGTOOLS_PAGE_SESSION_TTL_S": str(SESSION_TTL_S),
             "LONGTOOLS_HELPDESK_WORK_S": "0.3",
         }
-        # start_server passes `--port 0` first: this later `--port` wins.
-        served = start_server(tmp_path_factory.mktemp("pages-oidc"), "--port", str(port), env=env)
-        try:
-            assert served.base == base, served.url
-            with chromium() as browser:
-                yield Site(served=served, provider=provider, browser=browser, resource=f"{base}/mcp")
-        finally:
-            served.stop()
+        with (
+            oidc_server(tmp_path_factory.mktemp("pages-oidc"), provider, env=env) as served,
+            chromium() as browser,
+        ):
+            yield Site(served=served, provider=provider, browser=browser, resource=f"{served.base}/mcp")
 
 
 @pytest.fixture

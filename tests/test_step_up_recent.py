@@ -26,7 +26,7 @@ import pytest
 
 from longtools._sealing import Sealer
 from longtools._settings import Settings
-from tests.conftest import STATE_KEY, Served, free_port, start_server
+from tests.conftest import STATE_KEY, Served, oidc_server
 from tests.oidc_provider import OidcProvider
 from tests.pages import Page, PageClient
 from tests.wire import TASKS_EXTENSION, eventually, post, result
@@ -34,7 +34,6 @@ from tests.wire import TASKS_EXTENSION, eventually, post, result
 MAX_AGE_S = 3
 """``LONGTOOLS_STEP_UP_MAX_AGE_S``: short, for the tests to wait past it; long enough to vote in."""
 TOKENS = {name: secrets.token_urlsafe(24) for name in ("alice", "bob")}
-CLIENT_ID = "longtools-pages"
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
 DECISIONS = "longtools.dev/decisions"
 NEEDS_RECENT = "This approval needs a recent sign-in"
@@ -52,24 +51,14 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     with OidcProvider() as provider:
-        provider.register_client(CLIENT_ID, [f"{base}/signin/callback"])
         env = {
             "LONGTOOLS_AUTH_TOKENS": ",".join(f"{token}={name}" for name, token in TOKENS.items()),
-            "LONGTOOLS_JWT_JWKS": provider.jwks_url,
-            "LONGTOOLS_JWT_ISSUER": provider.issuer,
-            "LONGTOOLS_RESOURCE_URL": f"{base}/mcp",
-            "LONGTOOLS_OIDC_CLIENT_ID": CLIENT_ID,
             "LONGTOOLS_STEP_UP_MAX_AGE_S": str(MAX_AGE_S),
         }
         tmp = tmp_path_factory.mktemp("step-up-recent")
-        served = start_server(tmp, "--port", str(port), "--tools", "tests.decision_tools", env=env)
-        try:
+        with oidc_server(tmp, provider, "--tools", "tests.decision_tools", env=env) as served:
             yield Site(served, provider)
-        finally:
-            served.stop()
 
 
 @pytest.fixture
