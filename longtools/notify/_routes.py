@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from pydantic import SecretStr
+
 from longtools._settings import Settings, parse_groups, parse_routes
 from longtools.decisions import name_of, names_of
 from longtools.notify._notices import Channel, Delivery, Link, Notice
@@ -76,15 +78,9 @@ class Routes:
     def _person(self, name: str, link: Link, signed_in: dict[str, str] | None) -> list[Delivery]:
         addresses = self._addresses(name)
         found = [
-            Delivery(
-                channel=self._channel_of(address),
-                to=name_of(name),
-                route=f"person:{key}:{n}",
-                link=link,
-                name=name,
-            )
+            Delivery(channel=channel, to=name_of(name), route=f"person:{key}:{n}", link=link, name=name)
             for key, n, address in addresses
-            if self._channel_of(address) != "email" or self._email is not None
+            if (channel := self._channel_of(address)) != "email" or self._email is not None
         ]
         email = (signed_in or {}).get(name)
         if not addresses and email is not None and self._email is not None:
@@ -123,15 +119,14 @@ class Routes:
         if address is None:
             raise RouteGone(delivery.route)
         if delivery.channel == "email":
-            if self._email is None or "://" in address:
+            if self._email is None or self._channel_of(address) != "email":
                 raise RouteGone(delivery.route)
             return _mail_to(self._email, address)
         return address
 
 
-def _routes(raw: object, variable: str) -> dict[str, tuple[str, ...]]:
-    secret = getattr(raw, "get_secret_value", None)
-    return parse_routes(secret(), variable) if callable(secret) else {}
+def _routes(raw: SecretStr | None, variable: str) -> dict[str, tuple[str, ...]]:
+    return {} if raw is None else parse_routes(raw.get_secret_value(), variable)
 
 
 def _mail_to(server: str, address: str) -> str:

@@ -30,7 +30,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from longtools._links import AnswerLinks
-from longtools._settings import Settings
+from longtools._settings import Settings, parse_webhook_secrets
 from longtools.notify._notices import (
     NOTIFICATIONS,
     PLAN_ACTIVITY,
@@ -71,11 +71,8 @@ class Notifier:
         # Sealed under the payload ring (a worker has no state keys); without one, to the pages.
         self._links = AnswerLinks.mailed(settings)
         secrets = settings.webhook_secrets
-        self._signers = (
-            []
-            if secrets is None
-            else [Webhook(part.strip()) for part in secrets.get_secret_value().split(",") if part.strip()]
-        )
+        ring = [] if secrets is None else parse_webhook_secrets(secrets.get_secret_value())
+        self._signers = [Webhook(key) for key in ring]
 
     @activity.defn(name=PLAN_ACTIVITY)
     async def plan(self, notice: Notice) -> Plan:
@@ -92,6 +89,13 @@ class Notifier:
     async def send(self, sending: SendInput) -> Sent:
         notice, delivery = sending.notice, sending.delivery
         attempt = activity.info().attempt
+        said = log.bind(
+            task_id=notice.task_id,
+            notice=notice.kind,
+            channel=delivery.channel,
+            to=delivery.to,
+            attempt=attempt,
+        )
         try:
             target = self._routes.target(delivery, await self._signed_in(delivery))
         except RouteGone:
@@ -109,25 +113,10 @@ class Notifier:
         except (_Failed, httpx.HTTPError) as exc:
             reason = str(exc)[:_MAX_ERROR] or type(exc).__name__
             _count(delivery, "error")
-            log.warning(
-                "notification_failed",
-                task_id=notice.task_id,
-                notice=notice.kind,
-                channel=delivery.channel,
-                to=delivery.to,
-                attempt=attempt,
-                error=reason,
-            )
+            said.warning("notification_failed", error=reason)
             raise ApplicationError(f"{delivery.to}: {reason}", type="NotificationFailed") from None
         _count(delivery, "sent")
-        log.info(
-            "notification_sent",
-            task_id=notice.task_id,
-            notice=notice.kind,
-            channel=delivery.channel,
-            to=delivery.to,
-            attempt=attempt,
-        )
+        said.info("notification_sent")
         return Sent(attempt=attempt)
 
     async def _signed_in(self, delivery: Delivery) -> str | None:
