@@ -119,9 +119,7 @@ class Recorder:
             title=str(workflow.memo_value(TITLE_MEMO, tool)),
             arguments=self.arguments,
             requester=requester(),
-            started_at=str(
-                workflow.memo_value(CREATED_MEMO, workflow.info().workflow_start_time.isoformat())
-            ),
+            started_at=_started(),
             summary=summary,
         )
 

@@ -30,8 +30,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from longtools.decisions import EXIT_MEMO, DecisionState
     from longtools.notify import NOTIFY_MEMO, NOTIFY_WORKFLOW, Notice, NoticeKind, Notified
-    from longtools.workflows._ledger import recorder, requester
-    from longtools.workflows._metrics import CREATED_MEMO, TITLE_MEMO, TOOL_MEMO
+    from longtools.workflows._ledger import recorder
 
 __all__ = ["Announcer", "TellEnd", "announcer"]
 
@@ -47,6 +46,7 @@ class Announcer:
         remind = (settings or {}).get("remind")
         self.remind = [float(s) for s in remind if isinstance(s, int | float) and s > 0] if remind else []
         self.pending: list[asyncio.Task[None]] = []
+        """The waits for notices' outcomes (held here: a task nothing refers to may be collected)."""
 
     def reminder_due(self, since: datetime, sent: int) -> datetime | None:
         """When the reminder after ``sent`` earlier ones is due, for a question waiting since ``since``."""
@@ -70,20 +70,21 @@ class Announcer:
             return
         info = workflow.info()
         notice_id = f"{info.workflow_id}/{kind}/{question or ''}/{reminder}"
-        started = workflow.memo_value(CREATED_MEMO, None)
         timeout = info.execution_timeout or timedelta(days=1)
+        # What the task is, as its question's proposal says it (the same memo, read once there).
+        proposal = recorder().proposal(None) if state is None else state.proposal
         notice = Notice(
             id=notice_id,
             kind=kind,
             task_id=info.workflow_id,
-            tool=str(workflow.memo_value(TOOL_MEMO, "")),
-            title=str(workflow.memo_value(TITLE_MEMO, workflow.memo_value(TOOL_MEMO, ""))),
-            requester=requester(),
+            tool=proposal.tool,
+            title=proposal.title,
+            requester=proposal.requester,
             base=self.base,
-            created_at=datetime.fromisoformat(started) if isinstance(started, str) else info.start_time,
+            created_at=datetime.fromisoformat(proposal.started_at),
             ttl_ms=int(timeout.total_seconds() * 1000),
             at=workflow.now().isoformat(),
-            summary=None if state is None else state.proposal.summary,
+            summary=proposal.summary,
             question=question,
             deadline=None if state is None else state.deadline,
             rule=None if state is None or state.rule is None else state.rule.wire(),
