@@ -10,7 +10,6 @@ import email.policy
 import json
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -21,6 +20,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from tests.conftest import free_port
+from tests.wire import eventually
 
 
 @dataclass
@@ -163,13 +163,7 @@ def webhook_secret() -> str:
 
 def wait_for(probe: Callable[[], list[Any]], count: int = 1, within: float = 30) -> list[Any]:
     """``probe()`` until it holds ``count`` items, bounded by ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        found = probe()
-        if len(found) >= count:
-            return found
-        assert time.monotonic() < deadline, f"only {len(found)} of {count} within {within} s: {found!r}"
-        time.sleep(0.05)
+    return eventually(probe, lambda found: len(found) >= count, within)
 
 
 def links_in(text: str) -> Iterator[str]:
