@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 from longtools.temporal import DevServer, start_dev_server
 from tests.conftest import Served, server_ready, spawn, start_server, worker_ready
 from tests.pages import PageClient
-from tests.wire import eventually, post, result, wait_for_task
+from tests.wire import eventually, metric, post, result, wait_for_task
 
 TASKS = "io.modelcontextprotocol/tasks"
 CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "extensions": {TASKS: {}}}
@@ -244,7 +243,9 @@ def test_a_held_round_sees_a_question_asked_while_it_waits_though_no_worker_ran_
     )
     held.start()
     try:
-        eventually(lambda: _metric(cluster, "longtools_mrtr_held_rounds") == 1)
+        eventually(
+            lambda: cluster.api is not None and metric(cluster.api.base, "longtools_mrtr_held_rounds") == 1
+        )
         cluster.start_worker()
     finally:
         held.join(timeout=150)
@@ -253,14 +254,6 @@ def test_a_held_round_sees_a_question_asked_while_it_waits_though_no_worker_ran_
     [question] = reply["inputRequests"].values()
     assert question["params"]["message"].endswith("for hooli?")
     assert cluster.closes(ticket) == 0
-
-
-def _metric(cluster: Cluster, name: str) -> float:
-    assert cluster.api is not None
-    for line in httpx.get(f"{cluster.api.base}/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
 
 
 def test_cancel_during_a_long_activity_stops_it_within_the_heartbeat_timeout(tmp_path: Path) -> None:

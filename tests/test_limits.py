@@ -27,6 +27,7 @@ from tests.wire import (
     error,
     eventually,
     meta,
+    metric,
     post,
     result,
     sse_lines,
@@ -94,13 +95,6 @@ def test_a_principal_may_run_only_so_many_tasks_at_once(bounded: Served) -> None
     eventually(lambda: "error" not in start("alice").json())  # a slot is free once the task has ended
 
 
-def _metric(served: Served, name: str) -> float:
-    for line in httpx.get(f"{served.base}/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
-
-
 def test_held_rounds_are_bounded_per_principal_and_per_process(bounded: Served) -> None:
     """A held round here is ``slow_compute`` without the tasks extension, held while it works (the
     client declares elicitation, so it follows the call through rounds, not the task tools)."""
@@ -116,14 +110,14 @@ def test_held_rounds_are_bounded_per_principal_and_per_process(bounded: Served) 
         return thread
 
     threads = [hold("carol")]
-    eventually(lambda: _metric(bounded, "longtools_mrtr_held_rounds") == 1)
+    eventually(lambda: metric(bounded.base, "longtools_mrtr_held_rounds") == 1)
     call = {"name": "slow_compute", "arguments": {"seconds": 5}}
     assert _limit(_as("carol", bounded.url, "tools/call", call, caps=FORMS)) == (
         "LONGTOOLS_MAX_HELD_ROUNDS_PER_PRINCIPAL",
         1,
     )
     threads.append(hold("dave"))
-    eventually(lambda: _metric(bounded, "longtools_mrtr_held_rounds") == 2)
+    eventually(lambda: metric(bounded.base, "longtools_mrtr_held_rounds") == 2)
     erin = _as("erin", bounded.url, "tools/call", call, caps=FORMS)
     assert _limit(erin) == ("LONGTOOLS_MAX_HELD_ROUNDS", 2)
     for thread in threads:
@@ -212,7 +206,7 @@ def test_a_2025_era_call_waiting_for_its_answer_counts_as_a_held_round(bounded: 
     with httpx.stream("POST", bounded.url, json=body, headers=session.headers(), timeout=60) as stream:
         messages = sse_lines(stream.iter_lines())
         question = next(messages)
-        assert _metric(bounded, "longtools_mrtr_held_rounds") == 1
+        assert metric(bounded.base, "longtools_mrtr_held_rounds") == 1
         refused = session.request("tools/call", {"name": "test_input_required_result_elicitation"}).json()
         assert refused["error"]["data"] == {"limit": "LONGTOOLS_MAX_HELD_ROUNDS_PER_PRINCIPAL", "value": 1}
         assert (
@@ -220,4 +214,4 @@ def test_a_2025_era_call_waiting_for_its_answer_counts_as_a_held_round(bounded: 
             == 202
         )
         assert next(messages)["result"]["content"][0]["text"] == "Hello, Ada!"
-    assert _metric(bounded, "longtools_mrtr_held_rounds") == 0
+    assert metric(bounded.base, "longtools_mrtr_held_rounds") == 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import secrets
 import signal
 import subprocess
@@ -26,7 +25,7 @@ import pytest
 from tests.conftest import Served, free_port, start_server, start_worker, start_worker_and_api
 from tests.pages import PageClient, signed_in_people
 from tests.receivers import Hook, WebhookReceiver, wait_for, webhook_secret
-from tests.wire import TASKS_EXTENSION, eventually, post, result
+from tests.wire import TASKS_EXTENSION, eventually, metric, post, result
 
 PEOPLE = {name: secrets.token_urlsafe(24) for name in ("alice", "bob")}
 TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}}}
@@ -69,11 +68,7 @@ def _of(receiver: WebhookReceiver, task_id: str, kind: str) -> Callable[[], list
 
 
 def _counted(base: str, channel: str, outcome: str) -> float:
-    pattern = re.compile(
-        rf'^longtools_notifications_total\{{channel="{channel}",outcome="{outcome}"\}} (\S+)$', re.M
-    )
-    found = pattern.search(httpx.get(f"{base}/metrics").text)
-    return float(found.group(1)) if found else 0.0
+    return metric(base, "longtools_notifications_total", channel=channel, outcome=outcome)
 
 
 def test_a_receiver_down_for_30_s_gets_every_event_once_it_is_back(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 VERSION = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -226,3 +227,14 @@ class Stream:
         self._response.close()
         self._client.close()
         self._reader.join(timeout=10)
+
+
+def metric(base: str, name: str, **labels: str) -> float:
+    """The sample ``name`` with exactly ``labels`` on the Prometheus ``/metrics`` of the server at
+    ``base`` (0 before it is first counted)."""
+    wanted = frozenset(labels.items())
+    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and frozenset(sample.labels.items()) == wanted:
+                return float(sample.value)
+    return 0.0
