@@ -42,11 +42,15 @@ from longtools.activities.helpdesk import HelpdeskActivities, TicketStore
 from longtools.decisions import (
     ANSWERED_META,
     DECIDERS_ATTRIBUTE,
+    LEDGER_MEMO,
+    SIGNED_MEMO,
     LedgerKeys,
+    Signer,
     Stamp,
     decision_of,
     read_ledger,
     signing_activity,
+    verify_entries,
 )
 from longtools.notify import NOTIFY_MEMO, Notifier
 from longtools.people import Directory, Passkey, person_id
@@ -365,35 +369,44 @@ async def _two_leads_approve(handle: WorkflowHandle[Any, Any]) -> None:
         )
 
 
+@pytest.mark.parametrize("signed_in", ["workflow", "activity"])
 async def test_delete_customer_replays_its_history_with_its_ledger(
-    client: Client, store: TicketStore
+    client: Client, store: TicketStore, signed_in: str
 ) -> None:
-    """A decision's votes, its ledger's signing (local activities) and the deletes replay as they ran,
-    with the interceptors every worker has (``task_interceptors``)."""
+    """A decision's votes, its ledger's signing and the deletes replay as they ran, with the
+    interceptors every worker has (``task_interceptors``): a task the API marks (``LEDGER_MEMO``)
+    signs in its workflow, into its memo, and replays under another key; a task started by older
+    code signs in the local activity. A marked task an older worker began (the patch's marker, the
+    activity's results in its history) replays too."""
     await _deciders_attribute(client)
     customer = f"replay-{uuid.uuid4().hex[:8]}"
     tickets = [store.create(f"issue {n}", customer).id for n in range(2)]
     acts = HelpdeskActivities(store, work_s=0, groups={"leads": frozenset({"alice", "bob", "dave"})})
+    keys = LedgerKeys([b"k" * 32])
+    signer = Signer(keys, [b"t" * 32])
     activities: list[Callable[..., Any]] = [
         acts.approval_policy,
         acts.customer_tickets,
         acts.delete_ticket,
-        signing_activity(LedgerKeys([b"k" * 32]), [b"t" * 32]),
+        signing_activity(signer),
     ]
+    memo: dict[str, Any] = {TOOL_MEMO: "delete_customer", OWNER_MEMO: "token:alice"}
+    if signed_in == "workflow":
+        memo[LEDGER_MEMO] = 1
     queue = f"tq-{uuid.uuid4()}"
     async with Worker(
         client,
         task_queue=queue,
         workflows=[DeleteCustomer],
         activities=activities,
-        interceptors=task_interceptors(),
+        interceptors=task_interceptors(signer),
     ):
         handle = await client.start_workflow(
             DeleteCustomer.run,
             DeleteCustomerInput(customer=customer),
             id=f"replay-{uuid.uuid4()}",
             task_queue=queue,
-            memo={TOOL_MEMO: "delete_customer", OWNER_MEMO: "token:alice"},
+            memo=memo,
         )
 
         await _two_leads_approve(handle)
@@ -401,10 +414,31 @@ async def test_delete_customer_replays_its_history_with_its_ledger(
             outcome = await handle.result()
     assert outcome.deleted == tickets
     history = await handle.fetch_history()
+    markers = [event for event in history.events if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    signed_memos = [
+        event
+        for event in history.events
+        if SIGNED_MEMO in event.workflow_properties_modified_event_attributes.upserted_memo.fields
+    ]
+    entries = await read_ledger(
+        client, handle.id, handle.result_run_id or "", rpc_timeout=timedelta(seconds=10)
+    )
+    assert (entries[0]["kind"], entries[-1]["kind"]) == ("intent", "end")
+    assert verify_entries([json.dumps(entry) for entry in entries], trusted=keys.public).problem is None
+    if signed_in == "workflow":
+        assert not markers  # neither the patch's marker nor an activity's
+        assert signed_memos
+    else:
+        assert markers and not signed_memos
     replayer = Replayer(
         workflows=[DeleteCustomer], interceptors=task_interceptors(), data_converter=pydantic_data_converter
     )
-    await replayer.replay_workflow(history)
+    await replayer.replay_workflow(history)  # with this process's own key: other signatures
+    if signed_in == "activity":
+        # As if the API had marked it and an older worker, which knows no mark, ran it.
+        started = history.events[0].workflow_execution_started_event_attributes
+        started.memo.fields[LEDGER_MEMO].CopyFrom(pydantic_data_converter.payload_converter.to_payload(1))
+        await replayer.replay_workflow(history)
 
 
 @contextlib.asynccontextmanager
@@ -423,7 +457,7 @@ async def _telling(
             acts.approval_policy,
             acts.customer_tickets,
             acts.delete_ticket,
-            signing_activity(LedgerKeys([b"k" * 32]), [b"t" * 32]),
+            signing_activity(Signer(LedgerKeys([b"k" * 32]), [b"t" * 32])),
             notifier.plan,
             notifier.send,
         ]
@@ -549,7 +583,7 @@ async def test_a_passkey_question_counts_no_approval_without_an_assertion_over_i
     needs none. And its history replays."""
     await _deciders_attribute(client)
     queue = f"tq-{uuid.uuid4()}"
-    activities: list[Callable[..., Any]] = [signing_activity(LedgerKeys([b"k" * 32]), [b"t" * 32])]
+    activities: list[Callable[..., Any]] = [signing_activity(Signer(LedgerKeys([b"k" * 32]), [b"t" * 32]))]
     async with Worker(
         client, task_queue=queue, workflows=[Decide], activities=activities, interceptors=task_interceptors()
     ):

@@ -56,11 +56,13 @@ from longtools.decisions._records import (
     DECIDERS_ATTRIBUTE,
     EXIT_MEMO,
     LEDGER_ACTIVITY,
+    LEDGER_MEMO,
+    SIGNED_MEMO,
     LedgerBatch,
     LedgerSigned,
 )
 from longtools.decisions._rules import Approvers, Escalation, Voter, name_of, names_of, parse_groups
-from longtools.decisions._signing import ledger_keys, signing_activity, tag_ring
+from longtools.decisions._signing import Signer, ledger_keys, signing_activity, tag_ring
 
 __all__ = [
     "ANSWERED_META",
@@ -69,7 +71,9 @@ __all__ = [
     "EXIT_MEMO",
     "EXIT_STATES",
     "LEDGER_ACTIVITY",
+    "LEDGER_MEMO",
     "REDACTED",
+    "SIGNED_MEMO",
     "Approved",
     "Approvers",
     "Ballot",
@@ -87,6 +91,7 @@ __all__ = [
     "LedgerSigned",
     "Proposal",
     "Rejected",
+    "Signer",
     "Stamp",
     "StepUp",
     "Verified",

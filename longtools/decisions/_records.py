@@ -9,10 +9,25 @@ from typing import Any, Final
 from pydantic import BaseModel
 from temporalio.common import SearchAttributeKey
 
-__all__ = ["DECIDERS_ATTRIBUTE", "EXIT_MEMO", "LEDGER_ACTIVITY", "LedgerBatch", "LedgerSigned"]
+__all__ = [
+    "DECIDERS_ATTRIBUTE",
+    "EXIT_MEMO",
+    "LEDGER_ACTIVITY",
+    "LEDGER_MEMO",
+    "SIGNED_MEMO",
+    "LedgerBatch",
+    "LedgerSigned",
+]
 
 LEDGER_ACTIVITY: Final = "longtools.ledger"
 """The local activity that signs a batch of entries (``longtools.decisions.signing_activity``)."""
+LEDGER_MEMO: Final = "longtools.ledger"
+"""Memo key the API sets at a task's start: its workflow signs its ledger itself and keeps the
+signed entries in its memo (``SIGNED_MEMO``). A task started without it (by older code) signs in
+the local activity, as it did, so its history replays."""
+SIGNED_MEMO: Final = "longtools.signed"
+"""Memo key a task's workflow upserts with each batch it signed itself (a ``LedgerSigned``): the
+history's memo changes keep every batch, the memo the last one."""
 EXIT_MEMO: Final = "longtools.exit"
 """Memo key of the task's exit state (``ExitState``), set as it ends: shown with no history read."""
 DECIDERS_ATTRIBUTE: Final = SearchAttributeKey.for_keyword_list("LongtoolsDeciders")

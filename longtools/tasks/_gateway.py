@@ -58,6 +58,7 @@ from longtools.decisions import (
     DECIDERS_ATTRIBUTE,
     EXIT_MEMO,
     EXIT_STATES,
+    LEDGER_MEMO,
     DecisionState,
     ExitState,
     Groups,
@@ -389,6 +390,7 @@ class Tasks:
             _TTL_MEMO: ttl_ms,
             CREATED_MEMO: _iso(now),
             TITLE_MEMO: tool.title or tool.name,
+            LEDGER_MEMO: 1,  # its workflow signs its own ledger (longtools.workflows._ledger)
         }
         if args_digest is not None:
             memo[ARGS_MEMO] = args_digest

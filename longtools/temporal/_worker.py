@@ -13,7 +13,7 @@ from temporalio.worker import Interceptor, Worker
 
 from longtools._settings import Settings
 from longtools.activities._ending import terminate_cancelled
-from longtools.decisions import ledger_keys, signing_activity, tag_ring
+from longtools.decisions import Signer, signing_activity
 from longtools.notify import Notifier
 from longtools.people import Directory
 from longtools.temporal._outcomes import ActivityOutcomes
@@ -32,7 +32,8 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
 
     Its workflows record task metrics through ``client``'s runtime (see ``connect``).
     """
-    interceptors = task_interceptors()
+    signer = Signer.of(settings)
+    interceptors = task_interceptors(signer)
     # Ours too: a task cancelled that does not stop is terminated (longtools/workflows/_ending.py),
     # every task's ledger is signed (longtools/decisions), and people are told (longtools/notify), at
     # the address the settings give or the one they signed in with (longtools/people).
@@ -40,7 +41,7 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
     activities: list[Callable[..., Any]] = [
         *registry.activities,
         terminate_cancelled,
-        signing_activity(ledger_keys(settings), tag_ring(settings)),
+        signing_activity(signer),
         notifier.plan,
         notifier.send,
     ]
@@ -71,11 +72,17 @@ def build_worker(settings: Settings, client: Client, registry: Registry) -> Work
     )
 
 
-def task_interceptors() -> list[Interceptor]:
+def task_interceptors(signer: Signer | None = None) -> list[Interceptor]:
     """What every longtools worker runs its tasks with, and a replay of their histories must too:
     metrics, a conversation that survives continue-as-new, the end told (once the ledger has it),
-    the ledger, activity outcomes."""
-    return [TaskMetricsInterceptor(), CarryConversation(), TellEnd(), RecordLedger(), ActivityOutcomes()]
+    the ledger (signed by ``signer``; a replay's needs none), activity outcomes."""
+    return [
+        TaskMetricsInterceptor(),
+        CarryConversation(),
+        TellEnd(),
+        RecordLedger(signer),
+        ActivityOutcomes(),
+    ]
 
 
 def build_id(code: Iterable[object]) -> str:

@@ -3,15 +3,25 @@ Workflow code (Temporal's sandbox): deterministic, no I/O, no keys.
 
 Each longtools task's workflow chains its entries (``_ledger.chain``) as they happen: its intent at
 the start, each question, vote, answer and escalation, each activity's outcome (an effect) and its
-end. Whenever it is about to wait, and at its end, it hands the entries not yet signed to one local
-activity (:data:`LEDGER_ACTIVITY`, run by the worker, which holds the ledger keys). Temporal keeps
-that activity's result, the signed entries, in the task's history: a replayed workflow gets the
-same entries back without signing again, and the API reads the ledger from that history, with no
-worker running (``longtools.decisions.read_ledger``). The entries' format, their signing and
-their check are ``longtools.decisions``'; this is where a workflow writes them.
+end. Whenever it is about to wait, and at its end, it signs the entries not yet signed with the
+worker's ``Signer`` (which holds the ledger keys; it is called from workflow code, outside the
+sandbox) and upserts them into its memo (:data:`SIGNED_MEMO`), at its end with its exit state.
+Temporal keeps each memo change in the task's history, and the API reads the ledger from there,
+with no worker running (``longtools.decisions.read_ledger``). Signing is deterministic, so a
+replay signs the same bytes again; Temporal does not compare a memo's content on replay, so a
+replay after the keys rotated still holds. A long run of steps with no wait signs its batches in a
+local activity (:data:`LEDGER_ACTIVITY`) as it goes, so that no memo change grows large.
 
-New behaviour of every task, so it is behind ``workflow.patched``: a task that started on older
-code replays as it ran, and keeps no ledger.
+How a task signs is fixed when it starts (a task is replayed as it ran):
+
+- with :data:`LEDGER_MEMO` in its memo (the API sets it): as above;
+- without it, started by older code: every batch in the local activity (an activity round and a
+  workflow task more per wait), behind ``workflow.patched``, and no ledger at all for a task that
+  started before there were ledgers. A task of this API run by an older worker has that patch's
+  marker in its history: a replay asks for it, and goes on as that worker began.
+
+The entries' format, their signing and their check are ``longtools.decisions``'; this is where a
+workflow writes them.
 """
 
 from __future__ import annotations
@@ -37,11 +47,14 @@ from temporalio.worker import (
 from longtools.decisions import (
     EXIT_MEMO,
     LEDGER_ACTIVITY,
+    LEDGER_MEMO,
+    SIGNED_MEMO,
     EntryKind,
     ExitState,
     LedgerBatch,
     LedgerSigned,
     Proposal,
+    Signer,
     chain,
     digest_of,
     ledger_time,
@@ -64,10 +77,14 @@ signs as it goes, in results Temporal takes (one batch of everything outgrew a p
 
 
 class Recorder:
-    """One workflow run's ledger: the chain's head and the entries not yet signed."""
+    """One workflow run's ledger: the chain's head and the entries not yet signed.
 
-    def __init__(self, enabled: bool) -> None:
+    ``signer``: the worker's, when the task signs in its workflow (``LEDGER_MEMO``); None when every
+    batch goes to the signing activity (a task started by older code)."""
+
+    def __init__(self, enabled: bool, signer: Signer | None = None) -> None:
         self.enabled = enabled
+        self.signer = signer
         self.seq = 0
         self.head = ""
         self.pending: list[dict[str, Any]] = []
@@ -87,12 +104,28 @@ class Recorder:
         self.seq, self.head = self.seq + 1, entry["hash"]
         self.pending.append(entry)
         if len(self.pending) >= _BATCH:
-            self.background.append(asyncio.create_task(self.flush()))
+            self.background.append(asyncio.create_task(self._in_activity()))
 
-    async def flush(self, tags: list[str] | None = None) -> list[str]:
-        """Sign what is pending (and tag ``tags``); returns the tags. Nothing to do: no activity."""
+    async def flush(self, tags: list[str] | None = None, memo: Mapping[str, Any] | None = None) -> list[str]:
+        """Sign what is pending (and tag ``tags``); returns the tags. ``memo``: what to upsert with
+        the signed entries (the exit state), upserted before them when the activity signs.
+        Nothing to sign: no activity, and only ``memo`` upserted."""
         if not self.enabled or not (self.pending or tags):
+            if memo:
+                workflow.upsert_memo(dict(memo))
             return []
+        if self.signer is None:
+            if memo:
+                workflow.upsert_memo(dict(memo))
+            return await self._in_activity(tags)
+        entries, self.pending = self.pending, []
+        batch = LedgerBatch(entries=entries, tags=tags or [])
+        with workflow.unsafe.sandbox_unrestricted():
+            signed = self.signer.sign(batch, log_entries=not workflow.unsafe.is_replaying())
+        workflow.upsert_memo({**(memo or {}), SIGNED_MEMO: signed.model_dump(mode="json")})
+        return list(signed.tags)
+
+    async def _in_activity(self, tags: list[str] | None = None) -> list[str]:
         entries, self.pending = self.pending, []  # entries appended meanwhile go into the next batch
         self.signing.append(entries)
         signed = await workflow.execute_local_activity(
@@ -105,9 +138,10 @@ class Recorder:
         self.signing.remove(entries)
         return list(signed.tags)
 
-    async def settle(self) -> None:
-        """Sign everything pending, and wait for the batches being signed (before the run ends)."""
-        await self.flush()
+    async def settle(self, memo: Mapping[str, Any] | None = None) -> None:
+        """Sign everything pending, with ``memo``, and wait for the batches being signed (before
+        the run ends)."""
+        await self.flush(memo=memo)
         while self.background:
             await self.background.pop()
 
@@ -156,22 +190,33 @@ def recorder() -> Recorder:
 
 
 class RecordLedger(Interceptor):
-    """Worker interceptor: every longtools task keeps its ledger (intent, effects, end)."""
+    """Worker interceptor: every longtools task keeps its ledger (intent, effects, end), signed by
+    ``signer`` (this process's own, ``Signer.own``, when none is given: a replay)."""
+
+    def __init__(self, signer: Signer | None = None) -> None:
+        chosen = signer or Signer.own()
+
+        class _Signing(_Inbound):
+            signer = chosen
+
+        self._inbound = _Signing
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
     ) -> type[WorkflowInboundInterceptor] | None:
-        return _Inbound
+        return self._inbound
 
 
 class _Inbound(WorkflowInboundInterceptor):
+    signer: Signer
+
     def init(self, outbound: WorkflowOutboundInterceptor) -> None:
         super().init(_Outbound(outbound))
 
     async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
-        if workflow.memo_value(TOOL_MEMO, None) is None or not workflow.patched(_PATCH):
+        ledger = _recorder(self.signer)
+        if ledger is None:
             return await super().execute_workflow(input)
-        ledger = Recorder(enabled=True)
         workflow.instance()._longtools_ledger = ledger
         carried = workflow.memo_value(_CARRIED, None)
         if isinstance(carried, Mapping):
@@ -198,6 +243,19 @@ class _Inbound(WorkflowInboundInterceptor):
         return result
 
 
+def _recorder(signer: Signer) -> Recorder | None:
+    """This task's ledger as it started (see the module's docstring); None: it keeps none."""
+    if workflow.memo_value(TOOL_MEMO, None) is None:
+        return None  # not a longtools task
+    if workflow.memo_value(LEDGER_MEMO, None) is not None:
+        # Begun by an older worker, it has the patch's marker and signs in the activity; a replay
+        # can ask, as asking for a patch while replaying records nothing.
+        if workflow.unsafe.is_replaying() and workflow.patched(_PATCH):
+            return Recorder(enabled=True)
+        return Recorder(enabled=True, signer=signer)
+    return Recorder(enabled=True) if workflow.patched(_PATCH) else None
+
+
 async def _end(ledger: Recorder, ended: str) -> None:
     """Record the task's exit state: a decision that did not approve says how it ended, unless the
     task was cancelled or failed after it; then sign what is left."""
@@ -205,8 +263,7 @@ async def _end(ledger: Recorder, ended: str) -> None:
     if state == "completed" and ledger.outcome is not None:
         state = ledger.outcome
     ledger.append("end", {"exit": state})
-    workflow.upsert_memo({EXIT_MEMO: state})
-    await ledger.settle()
+    await ledger.settle(memo={EXIT_MEMO: state})
 
 
 def _described(result: Any) -> dict[str, Any]:
