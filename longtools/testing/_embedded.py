@@ -27,6 +27,7 @@ from temporalio.worker import Replayer
 
 from longtools._settings import Settings
 from longtools.auth import Caller, authorized, principal_hash
+from longtools.decisions import LEDGER_MEMO
 from longtools.tasks import AnswerRejected as _Rejected
 from longtools.tasks import activity_progress, check_answer, task_progress
 from longtools.temporal import build_worker, task_interceptors, temporal_executable
@@ -121,7 +122,7 @@ class Embedded:
             args,
             id=f"test-{uuid.uuid4()}",
             task_queue=self.settings.task_queue,
-            memo={TOOL_MEMO: found.name},
+            memo={TOOL_MEMO: found.name, LEDGER_MEMO: 1},  # as the API starts it (its ledger)
             execution_timeout=timedelta(seconds=self.settings.task_ttl_s),
         )
         answering = None if caller is None else (caller, args)
