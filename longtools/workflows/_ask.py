@@ -198,6 +198,11 @@ class _Conversation:
         return key
 
     def publish(self) -> None:
+        workflow.upsert_memo(self.published())
+
+    def published(self) -> dict[str, Any]:
+        """The memo change that shows the task as it stands (``publish`` makes it; a ledger's
+        flush makes it with the entries it signed, one change for both)."""
         outstanding = {
             key: request.model_dump(mode="json", by_alias=True, exclude_none=True)
             for key, request in self.pending.items()
@@ -213,12 +218,10 @@ class _Conversation:
             total=self.total,
             spoken={key: at for key, at in self.spoken.items() if key in outstanding},
         )
-        workflow.upsert_memo(
-            {TASK_MEMO: state.model_dump(mode="json", exclude=None if state.spoken else {"spoken"})}
-        )
         if outstanding and not self.asked:
             self.asked = True
             first_input_requested()
+        return {TASK_MEMO: state.model_dump(mode="json", exclude=None if state.spoken else {"spoken"})}
 
     def fresh_key(self, name: str) -> str:
         key, n = name, 1
@@ -337,9 +340,8 @@ async def ask(request: InputRequest | Mapping[str, InputRequest]) -> InputRespon
     def answered_now() -> int:
         return sum(conversation.current(key) in conversation.answers for key in keys.values())
 
-    conversation.publish()
     ledger = recorder()
-    await ledger.flush()
+    await ledger.flush(memo=conversation.published())
     # A person's question (one the page answers: it carries its proposal) is told to its person.
     told = announcer()
     people = {
@@ -570,8 +572,7 @@ async def _decide(
             ended: DecisionEnd = "escalated" if deciding.state.escalated_at else "expired"
             deciding.state = replace(deciding.state, outcome=ended)
         conversation.pending[key] = with_decision(base, deciding.state)
-        conversation.publish()
-        await ledger.flush()
+        await ledger.flush(memo=conversation.published())
     del conversation.deciding[key], conversation.pending[key]
     conversation.publish()
     final = deciding.state
