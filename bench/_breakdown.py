@@ -19,13 +19,14 @@ starting process (eager start, as ``longtools serve``):
 
 Each pair shares one dev server and takes turns, a task each (the order rotated), so the
 machine's drift hits both alike. Last, one ``three_questions`` task (B4's tool), answered as a
-host's form answers, for its history: B11 is what of each history the task's ledger is. Per task, from the workflow's own clock (an interceptor)
-and the SDK's metrics (a ``MetricBuffer`` of the process's runtime): the start's RPC, the wait
-until the workflow's code runs, the workflow task's execution in the worker,
-``RespondWorkflowTaskCompleted``, the time from the workflow's return until the client has the
-result, and how many of each RPC the task took; then one task's history, its events by type and
-their bytes. Last, ``fdatasync`` of a 4 KiB write in the data directory's file system, the unit of
-a durable commit there.
+host's form answers, for its history: B11 is what of each history the task's ledger is.
+
+Per task, from the workflow's own clock (an interceptor) and the SDK's metrics (a
+``MetricBuffer`` of the process's runtime): the start's RPC, the wait until the workflow's code
+runs, the workflow task's execution in the worker, ``RespondWorkflowTaskCompleted``, the time
+from the workflow's return until the client has the result, and how many of each RPC the task
+took; then one task's history, its events by type and their bytes. Last, ``fdatasync`` of a 4 KiB
+write in the data directory's file system, the unit of a durable commit there.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import _listening, _parked, _waiting
+from bench import _approving, _listening, _notifying, _parked, _waiting
 from bench._procs import (
     ROOT,
     SERVING,
@@ -122,6 +122,7 @@ def parse(argv: list[str] | None = None) -> Options:
     )
     args = parser.parse_args(argv)
     known = {scenario.id for scenario in SCENARIOS} | {PARKED, WAITING, _listening.SCENARIO}
+    known |= {_approving.SCENARIO, _notifying.SCENARIO}
     only = [part.strip().upper() for part in args.only.split(",") if part.strip()] or sorted(known)
     unknown = set(only) - known
     if unknown:
@@ -610,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
         b5 = _parked_run(options, Path(tmp)) if PARKED in options.only else None
         b7 = _waiting_run(options, Path(tmp)) if WAITING in options.only else None
         b8 = _listening_run(options, Path(tmp)) if _listening.SCENARIO in options.only else None
+        b9 = _approving_run(options, Path(tmp)) if _approving.SCENARIO in options.only else None
+        b10 = _notifying_run(options, Path(tmp)) if _notifying.SCENARIO in options.only else None
     results = {"meta": meta(options, started), "rows": summarize(runs, options), "runs": runs}
     if b5 is not None:
         results[PARKED] = b5
@@ -617,6 +620,10 @@ def main(argv: list[str] | None = None) -> int:
         results[WAITING] = b7
     if b8 is not None:
         results[_listening.SCENARIO] = b8
+    if b9 is not None:
+        results[_approving.SCENARIO] = b9
+    if b10 is not None:
+        results[_notifying.SCENARIO] = b10
     options.out.mkdir(parents=True, exist_ok=True)
     (options.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     write_markdown(results, options.out / "latest.md")
@@ -627,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     say((options.out / "latest.md").read_text())
     failed = [row for row in results["rows"] if "problem" in row]
-    alone = [b for b in (b5, b7, b8) if b is not None]
+    alone = [b for b in (b5, b7, b8, b9, b10) if b is not None]
     return 1 if failed or any(not b.get("ok") for b in alone) else 0
 
 
@@ -645,6 +652,26 @@ def _listening_run(options: Options, tmp: Path) -> dict[str, Any]:
     if options.quick:
         return _listening.run(options.python_longtools, tmp, pin=options.pin, streams=50, quiet_s=8.0)
     return _listening.run(options.python_longtools, tmp, pin=options.pin)
+
+
+def _approving_run(options: Options, tmp: Path) -> dict[str, Any]:
+    """B9 runs on a stack of its own (static tokens for the people who ask and approve)."""
+    say("B9: decisions of two approvers, from the last vote to completed (about 2 minutes in full)")
+    if options.quick:
+        return _approving.run(
+            options.python_longtools, tmp, pin=options.pin, decisions=10, warmup=2, probes=5
+        )
+    return _approving.run(options.python_longtools, tmp, pin=options.pin)
+
+
+def _notifying_run(options: Options, tmp: Path) -> dict[str, Any]:
+    """B10 runs on a stack of its own, which mails an SMTP server in the generator."""
+    say("B10: a person's question, from waiting to its mail (about 1.5 minutes in full)")
+    if options.quick:
+        return _notifying.run(
+            options.python_longtools, tmp, pin=options.pin, questions=10, warmup=2, probes=5
+        )
+    return _notifying.run(options.python_longtools, tmp, pin=options.pin)
 
 
 def _parked_run(options: Options, tmp: Path) -> dict[str, Any]:

@@ -308,15 +308,18 @@ def generate_main(operations: Mapping[str, Operation]) -> None:
 
 
 class Generator:
-    """Runs one operation in ``python -m module --generate``, pinned to ``cpus`` (see ``generate_main``)."""
+    """Runs one operation in ``python -m module --generate``, pinned to ``cpus`` (see ``generate_main``),
+    on ``python`` (default: this interpreter; B9 and B10 use longtools' for its httpx, aiosmtpd and
+    Temporal client)."""
 
-    def __init__(self, module: str, cpus: set[int] | None) -> None:
+    def __init__(self, module: str, cpus: set[int] | None, python: Path | None = None) -> None:
         self._module = module
         self._cpus = cpus
+        self._python = python or Path(sys.executable)
 
     def __call__(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         done = subprocess.run(
-            [sys.executable, "-m", self._module, "--generate"],
+            [str(self._python), "-m", self._module, "--generate"],
             input=json.dumps(spec),
             capture_output=True,
             text=True,

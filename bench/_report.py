@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import _listening, _parked, _waiting
+from bench import _approving, _listening, _notifying, _parked, _waiting
 from bench._scenarios import PARKED, WAITING
 
 TIMES = "\u00d7"  # the multiplication sign
@@ -181,6 +181,10 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [_waiting.render(results[WAITING]), ""]
     if _listening.SCENARIO in results:
         lines += [_listening.render(results[_listening.SCENARIO]), ""]
+    if _approving.SCENARIO in results:
+        lines += [_approving.render(results[_approving.SCENARIO]), ""]
+    if _notifying.SCENARIO in results:
+        lines += [_notifying.render(results[_notifying.SCENARIO]), ""]
     return "\n".join(lines)
 
 
