@@ -149,6 +149,62 @@ async def test_a_completion_is_read_from_the_close_event_and_nothing_else_is(cli
         await changes.aclose()
 
 
+@workflow.defn(name="changes.UpsertThenEnd")
+class _UpsertThenEnd:
+    """Upserts its memo, then ends: in the same workflow task, or (``wait``) after a signal."""
+
+    def __init__(self) -> None:
+        self.go = False
+
+    @workflow.run
+    async def run(self, wait: bool) -> str:
+        workflow.upsert_memo({"longtools.exit": "completed"})
+        if wait:
+            await workflow.wait_condition(lambda: self.go)
+        return "done"
+
+    @workflow.signal
+    def proceed(self) -> None:
+        self.go = True
+
+
+async def test_an_end_keeps_the_memo_its_own_workflow_task_upserted(client: Client) -> None:
+    """A task's exit state is upserted in the workflow task that ends it (the ledger's end): a
+    reader of the completion takes it from the watch with the result, and reads the task again
+    only when the upsert came earlier (the memo may have changed since)."""
+    queue = f"tq-{uuid.uuid4()}"
+    changes = Changes(lambda: client, client.namespace)
+    try:
+        async with Worker(
+            client, task_queue=queue, workflows=[_UpsertThenEnd], workflow_runner=UnsandboxedWorkflowRunner()
+        ):
+            ended: dict[bool, tuple[WorkflowHandle[object, object], Mark]] = {}
+            for wait in (False, True):
+                handle: WorkflowHandle[object, object] = await client.start_workflow(
+                    "changes.UpsertThenEnd", wait, id=f"changes-{uuid.uuid4()}", task_queue=queue
+                )
+                description = await handle.describe()
+                seen = Mark(description.run_id, 1)
+                if wait:
+                    async with asyncio.timeout(30):
+                        assert await changes.after(handle.id, seen, within_s=30) is True  # the upsert
+                    await handle.signal("proceed")
+                assert await handle.result() == "done"
+                ended[wait] = handle, seen
+            for wait, (handle, seen) in ended.items():
+                async with asyncio.timeout(30):
+                    assert await changes.after(handle.id, seen, within_s=30) is True
+                assert changes.completed(handle.id, seen) is not None  # the end, read in one page
+                upserted = changes.upserted(handle.id, seen, "longtools.exit")
+                if wait:
+                    assert upserted is None
+                else:
+                    assert upserted is not None
+                    assert await client.data_converter.decode([upserted[1]]) == ["completed"]
+    finally:
+        await changes.aclose()
+
+
 async def test_a_notice_between_the_check_and_the_wait_wakes_the_waiter(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

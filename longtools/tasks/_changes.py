@@ -84,7 +84,8 @@ class _Watch:
         self.changed_at = 0
         """Event id (in the current run) of the last change seen."""
         self.memo: Mapping[str, Payload] = {}
-        """What the last change upserted into the memo, when it was a memo upsert."""
+        """What the last change upserted into the memo, when it was a memo upsert, or the run's
+        completion in the workflow task that upserted it."""
         self.completion: Completion | None = None
         """The run's result, when the last change was its completion."""
         self.kept = 0
@@ -178,6 +179,24 @@ class Changes:
             return False
         self._keep(watch, self._linger_s)
         return not watch.changed_since(seen)
+
+    async def caught_up(self, workflow_id: str, within_s: float) -> None:
+        """Wait until a running watch of the workflow has read it to its end (it does at its
+        first read), ``within_s`` seconds pass or the process stops: a reader that would read the
+        workflow itself meanwhile makes Temporal serve the same read twice."""
+        watch = self._watches.get(workflow_id)
+        if watch is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        while not (watch.caught_up or watch.closed or watch.ended or self._stop.is_set()):
+            notice = watch.generation
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await notice.wait()
 
     def upserted(self, workflow_id: str, seen: Mark, key: str) -> tuple[Mark, Payload] | None:
         """When the workflow's last change after ``seen`` upserted ``key`` into its memo: where that
@@ -333,13 +352,23 @@ class Changes:
                 events = response.history.events
                 changed = False
                 memo, completion = watch.memo, watch.completion
+                upserted_by = None  # the workflow task that made the memo upsert in ``memo``
                 for event in events:
                     if event.event_type in _CHANGES:
                         watch.changed_at = event.event_id
-                        memo, completion = {}, None
+                        completed = event.workflow_execution_completed_event_attributes
+                        if not (
+                            event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+                            and completed.workflow_task_completed_event_id == upserted_by
+                        ):
+                            # An end in the workflow task that upserted (the ledger's exit state) keeps it.
+                            memo = {}
+                        completion = None
                         changed = True
                     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
-                        memo = event.workflow_properties_modified_event_attributes.upserted_memo.fields
+                        modified = event.workflow_properties_modified_event_attributes
+                        memo = modified.upserted_memo.fields
+                        upserted_by = modified.workflow_task_completed_event_id
                     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
                         result = event.workflow_execution_completed_event_attributes.result
                         at = event.event_time.ToDatetime(tzinfo=UTC)

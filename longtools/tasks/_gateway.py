@@ -134,6 +134,8 @@ _LIVE_READ_S = 1.0
 """How old a view of a task with a running activity may be before it is read again: the
 activity's ``report()`` is a heartbeat, not history, so no watch sees it (the worker sends one a
 second at most, see ``build_worker``)."""
+_CATCH_UP_S = 0.5
+"""At most this long a poll waits for a task's watch to have read it once (``Tasks.get``)."""
 
 
 class TaskNotFound(Exception):
@@ -614,6 +616,10 @@ class Tasks:
             owner, view, _ = known
             if owner != principal:
                 raise TaskNotFound("Task not found")
+            if view.status == "working":
+                # A task just started here is being read by its watch (a poll right after the
+                # start): wait for that read rather than make Temporal serve a second one.
+                await self._changes.caught_up(task_id, _CATCH_UP_S)
             current = view.status in TERMINAL or (
                 view.status == "working"
                 and (not view.live or time.monotonic() - view.read_at < _LIVE_READ_S)
