@@ -178,23 +178,27 @@ async def test_an_end_keeps_the_memo_its_own_workflow_task_upserted(client: Clie
         async with Worker(
             client, task_queue=queue, workflows=[_UpsertThenEnd], workflow_runner=UnsandboxedWorkflowRunner()
         ):
-            ended: dict[bool, tuple[WorkflowHandle[object, object], Mark]] = {}
+            ended: dict[bool, tuple[WorkflowHandle[object, object], Mark, Mark]] = {}
             for wait in (False, True):
                 handle: WorkflowHandle[object, object] = await client.start_workflow(
                     "changes.UpsertThenEnd", wait, id=f"changes-{uuid.uuid4()}", task_queue=queue
                 )
                 description = await handle.describe()
-                seen = Mark(description.run_id, 1)
+                seen = before_end = Mark(description.run_id, 1)
                 if wait:
                     async with asyncio.timeout(30):
                         assert await changes.after(handle.id, seen, within_s=30) is True  # the upsert
+                    found = changes.upserted(handle.id, seen, "longtools.exit")
+                    assert found is not None
+                    before_end = found[0]
                     await handle.signal("proceed")
                 assert await handle.result() == "done"
-                ended[wait] = handle, seen
-            for wait, (handle, seen) in ended.items():
+                ended[wait] = handle, seen, before_end
+            for wait, (handle, seen, before_end) in ended.items():
                 async with asyncio.timeout(30):
-                    assert await changes.after(handle.id, seen, within_s=30) is True
-                assert changes.completed(handle.id, seen) is not None  # the end, read in one page
+                    assert await changes.after(handle.id, before_end, within_s=30) is True
+                    while changes.completed(handle.id, seen) is None:  # the signal came first
+                        await asyncio.sleep(0.05)  # bounded: the watch reads the end on its own
                 upserted = changes.upserted(handle.id, seen, "longtools.exit")
                 if wait:
                     assert upserted is None
