@@ -178,27 +178,24 @@ async def test_an_end_keeps_the_memo_its_own_workflow_task_upserted(client: Clie
         async with Worker(
             client, task_queue=queue, workflows=[_UpsertThenEnd], workflow_runner=UnsandboxedWorkflowRunner()
         ):
-            ended: dict[bool, tuple[WorkflowHandle[object, object], Mark, Mark]] = {}
+            ended: dict[bool, tuple[WorkflowHandle[object, object], Mark]] = {}
             for wait in (False, True):
                 handle: WorkflowHandle[object, object] = await client.start_workflow(
                     "changes.UpsertThenEnd", wait, id=f"changes-{uuid.uuid4()}", task_queue=queue
                 )
-                description = await handle.describe()
-                seen = before_end = Mark(description.run_id, 1)
+                seen = Mark((await handle.describe()).run_id, 1)
                 if wait:
                     async with asyncio.timeout(30):
                         assert await changes.after(handle.id, seen, within_s=30) is True  # the upsert
-                    found = changes.upserted(handle.id, seen, "longtools.exit")
-                    assert found is not None
-                    before_end = found[0]
                     await handle.signal("proceed")
                 assert await handle.result() == "done"
-                ended[wait] = handle, seen, before_end
-            for wait, (handle, seen, before_end) in ended.items():
+                ended[wait] = handle, seen
+            for wait, (handle, seen) in ended.items():
+                # The end is the history's last event: wait until the watch has read it.
+                length = (await handle.describe()).raw_description.workflow_execution_info.history_length
                 async with asyncio.timeout(30):
-                    assert await changes.after(handle.id, before_end, within_s=30) is True
-                    while changes.completed(handle.id, seen) is None:  # the signal came first
-                        await asyncio.sleep(0.05)  # bounded: the watch reads the end on its own
+                    assert await changes.after(handle.id, Mark(seen.run_id, length - 1), within_s=30) is True
+                assert changes.completed(handle.id, seen) is not None
                 upserted = changes.upserted(handle.id, seen, "longtools.exit")
                 if wait:
                     assert upserted is None
