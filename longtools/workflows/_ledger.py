@@ -110,13 +110,12 @@ class Recorder:
         """Sign what is pending (and tag ``tags``); returns the tags. ``memo``: what to upsert with
         the signed entries (the exit state), upserted before them when the activity signs.
         Nothing to sign: no activity, and only ``memo`` upserted."""
-        if not self.enabled or not (self.pending or tags):
-            if memo:
-                workflow.upsert_memo(dict(memo))
+        nothing = not self.enabled or not (self.pending or tags)
+        if memo and (nothing or self.signer is None):
+            workflow.upsert_memo(dict(memo))  # alone, or before the activity signs
+        if nothing:
             return []
         if self.signer is None:
-            if memo:
-                workflow.upsert_memo(dict(memo))
             return await self._in_activity(tags)
         entries, self.pending = self.pending, []
         batch = LedgerBatch(entries=entries, tags=tags or [])
