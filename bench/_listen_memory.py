@@ -16,8 +16,15 @@ objects by type (after a full collection) to the directory it was told. The prob
 
 and prints the difference per stream: the peak while opening, KiB by allocation site (innermost
 frame), by a short traceback and by layer (ours, the SDK's parts, uvicorn, temporalio), the
-objects by type and the suspended coroutines that are new per stream. Run it alone:
-``python -m bench._listen_memory [--streams N] [--batch N] [--before-tasks] [--code TREE]``.
+objects by type and the suspended coroutines that are new per stream.
+
+``--untraced`` runs the same steps with no ``tracemalloc`` (which costs memory of its own) and
+says instead where the RSS went, per stream: glibc's heap in use and free (``mallinfo2``: the
+Python objects above 512 bytes, and everything outside Python, such as the Temporal client's
+in-flight long polls and protobuf messages), pymalloc's blocks in use and its arenas (the Python
+objects up to 512 bytes), and the process's threads (the Temporal client's runtime adds some while
+many of its calls are in flight). Run it alone: ``python -m bench._listen_memory [--streams N]
+[--batch N] [--before-tasks] [--untraced] [--code TREE]``.
 """
 
 from __future__ import annotations
@@ -53,12 +60,70 @@ import signal as _signal
 _DIR = _os.environ.get("LONGTOOLS_PROBE_DIR")
 
 
+def _allocator():
+    """Where the process's memory is, as its allocators see it (no tracing)."""
+    import ctypes
+    import gc
+    import json
+    import re
+    import sys
+
+    gc.collect()
+    out = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "Threads"):
+                out[key] = int(value.split()[0])
+    fields = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks")
+    fields += ("uordblks", "fordblks", "keepcost")  # glibc's struct mallinfo2, in order
+
+    class _Info(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in fields]
+
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):  # not glibc 2.33 or later
+        mallinfo2 = None
+    if mallinfo2 is not None:
+        mallinfo2.restype = _Info
+        info = mallinfo2()
+        out["malloc_in_use"] = info.uordblks + info.hblkhd
+        out["malloc_free"] = info.fordblks
+    path = _os.path.join(_DIR, "mallocstats.txt")
+    saved = _os.dup(2)
+    target = _os.open(path, _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC)
+    _os.dup2(target, 2)  # sys._debugmallocstats writes to the C stderr
+    try:
+        sys._debugmallocstats()
+    finally:
+        _os.dup2(saved, 2)
+        _os.close(saved)
+        _os.close(target)
+    with open(path) as stats:
+        text = stats.read()
+    for key, label in (
+        ("pymalloc_in_use", "# bytes in allocated blocks"),
+        ("pymalloc_arenas", "# arenas allocated current"),
+    ):
+        found = re.search(re.escape(label) + r"\\s*=\\s*([\\d,]+)", text)
+        if found:
+            out[key] = int(found.group(1).replace(",", ""))
+    index = len([name for name in _os.listdir(_DIR) if name.endswith(".alloc.json")])
+    with open(_os.path.join(_DIR, f"{index}.alloc.tmp"), "w") as written:
+        json.dump(out, written)
+    _os.rename(_os.path.join(_DIR, f"{index}.alloc.tmp"), _os.path.join(_DIR, f"{index}.alloc.json"))
+
+
 def _dump(signum, frame):
     import gc
     import json
     import tracemalloc
     import types
 
+    if _os.environ.get("LONGTOOLS_PROBE_UNTRACED"):
+        _allocator()
+        return
     if not tracemalloc.is_tracing():
         tracemalloc.start(int(_os.environ.get("LONGTOOLS_PROBE_FRAMES", "12")))
         open(_os.path.join(_DIR, "started"), "w").close()
@@ -108,7 +173,9 @@ class _ProbedStack(_waiting._Stack):
     """B8's stack of the tree ``code``, with the probe's ``sitecustomize`` ahead on every
     process's path."""
 
-    def __init__(self, python: Path, code: Path, work: Path, probe: Path, frames: int) -> None:
+    def __init__(
+        self, python: Path, code: Path, work: Path, probe: Path, frames: int, untraced: bool
+    ) -> None:
         super().__init__(python, code, work, None)
         hooks = work / "hooks"
         hooks.mkdir(parents=True, exist_ok=True)
@@ -119,6 +186,7 @@ class _ProbedStack(_waiting._Stack):
             "LONGTOOLS_PROBE_DIR": str(probe),
             "LONGTOOLS_PROBE_FRAMES": str(frames),
             "LONGTOOLS_MAX_LISTENS_PER_PRINCIPAL": _listening.LISTEN_LIMIT,
+            **({"LONGTOOLS_PROBE_UNTRACED": "1"} if untraced else {}),
         }
 
 
@@ -132,7 +200,7 @@ def _signal_and_wait(pid: int, path: Path) -> None:
 
 
 async def _open_and_close(
-    port: int, pid: int, probe: Path, task_ids: list[str], roots: dict[str, list[int]], batch: int
+    port: int, pid: int, probe: Path, task_ids: list[str], roots: dict[str, list[int]], batch: int, dump: str
 ) -> dict[str, float]:
     streams = [_listening._Stream(port, n, task_id) for n, task_id in enumerate(task_ids)]
     tally = _listening._Tally()
@@ -154,7 +222,7 @@ async def _open_and_close(
             raise Failed(f"the API holds {held:.0f} streams, not {len(streams)}")
         await _listening._settle(roots)
         rss["open"] = rss_mib(roots["api"])
-        await asyncio.to_thread(_signal_and_wait, pid, probe / "1.snap")
+        await asyncio.to_thread(_signal_and_wait, pid, probe / f"1.{dump}")
     finally:
         for stream in streams:
             stream.close()
@@ -163,7 +231,7 @@ async def _open_and_close(
         await asyncio.sleep(0.1)
     await _listening._settle(roots)
     rss["closed"] = rss_mib(roots["api"])
-    await asyncio.to_thread(_signal_and_wait, pid, probe / "2.snap")
+    await asyncio.to_thread(_signal_and_wait, pid, probe / f"2.{dump}")
     return rss
 
 
@@ -266,6 +334,33 @@ def report(probe: Path, streams: int, top: int, depth: int) -> str:
     return "\n".join(lines)
 
 
+def allocator_report(probe: Path, streams: int) -> str:
+    """The differences between the untraced probe's allocator readings, per stream, as Markdown."""
+    readings = [json.loads((probe / f"{i}.alloc.json").read_text()) for i in range(3)]
+    rows = (
+        ("VmRSS", "RSS"),
+        ("RssAnon", "anonymous RSS"),
+        ("malloc_in_use", "glibc heap in use"),
+        ("malloc_free", "glibc heap free"),
+        ("pymalloc_in_use", "pymalloc blocks in use"),
+        ("pymalloc_arenas", "pymalloc arenas (1 MiB each)"),
+    )
+    lines = [
+        "| KiB per stream | with the streams open | once closed |",
+        "|---|---:|---:|",
+    ]
+    for key, label in rows:
+        if key not in readings[0]:
+            continue
+        # /proc gives kB, the allocators bytes; an arena is 1 MiB.
+        scale = 1.0 if key in ("VmRSS", "RssAnon") else 1024 if key == "pymalloc_arenas" else 1 / 1024
+        cells = [f"{(readings[i][key] - readings[0][key]) * scale / streams:+.1f}" for i in (1, 2)]
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
+    threads = " / ".join(str(reading["Threads"]) for reading in readings)
+    lines += ["", f"Threads (before / open / closed): {threads}", ""]
+    return "\n".join(lines)
+
+
 def run(
     python: Path,
     code: Path,
@@ -277,35 +372,40 @@ def run(
     keep: Path | None = None,
     batch: int = 0,
     before_tasks: bool = False,
+    untraced: bool = False,
 ) -> str:
     work = Path(tempfile.mkdtemp(prefix="listen-memory-"))
     probe = keep if keep is not None else work / "probe"
     probe.mkdir(parents=True, exist_ok=True)
     for old in probe.iterdir():
         old.unlink()
-    stack = _ProbedStack(python, code, work, probe, frames)
+    stack = _ProbedStack(python, code, work, probe, frames, untraced)
+    dump = "alloc.json" if untraced else "snap"
     try:
         stack.start()
         pid = stack.children["api"].pid
-        if before_tasks:
+        if before_tasks and not untraced:
             _signal_and_wait(pid, probe / "started")
         say(f"starting {streams} tasks")
         started = asyncio.run(
             _listening.start_tasks({"port": stack.port, "tasks": streams, "delay_s": _listening.DELAY_S})
         )
         wait_idle(stack.pids, timeout=120)
-        if not before_tasks:
+        if not (before_tasks or untraced):
             _signal_and_wait(pid, probe / "started")
             time.sleep(1)
-        _signal_and_wait(pid, probe / "0.snap")
+        _signal_and_wait(pid, probe / f"0.{dump}")
         say(f"opening {streams} streams")
-        rss = asyncio.run(_open_and_close(stack.port, pid, probe, started["task_ids"], stack.roots, batch))
+        rss = asyncio.run(
+            _open_and_close(stack.port, pid, probe, started["task_ids"], stack.roots, batch, dump)
+        )
     finally:
         stack.stop()
-    text = report(probe, streams, top, depth)
+    text = allocator_report(probe, streams) if untraced else report(probe, streams, top, depth)
     shutil.rmtree(work, ignore_errors=True)
     rss_line = (
-        f"API RSS (traced, so larger than untraced): {rss['before']:.1f} MiB before, {rss['open']:.1f} with "
+        f"API RSS{'' if untraced else ' (traced, so larger than untraced)'}: {rss['before']:.1f} MiB before, "
+        f"{rss['open']:.1f} with "
         f"{streams} streams ({(rss['open'] - rss['before']) * 1024 / streams:+.1f} KiB per stream), "
         f"{rss['closed']:.1f} once closed\n\n"
     )
@@ -326,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
         help="start tracing before the tasks, not just before the streams",
     )
     parser.add_argument("--batch", type=int, default=0, help="open the streams this many at a time")
+    parser.add_argument(
+        "--untraced", action="store_true", help="no tracemalloc: where the RSS went, by allocator"
+    )
     parser.add_argument("--keep", type=Path, help="keep the snapshots in this directory")
     parser.add_argument("--python-longtools", type=Path, default=longtools_python())
     parser.add_argument(
@@ -342,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.keep,
         batch=args.batch,
         before_tasks=args.before_tasks,
+        untraced=args.untraced,
     )
     print(text)  # noqa: T201
     return 0

@@ -266,6 +266,19 @@ async def _gauge(port: int, name: str) -> float:
     raise Failed(f"/metrics has no {name}")
 
 
+def _threads(roots: list[int]) -> int:
+    """The threads of ``roots`` and their descendants: the Temporal client's runtime adds some while
+    many of its calls are in flight, and each costs the RSS its stack and its allocator arena."""
+    count = 0
+    for pid in tree(roots):
+        try:
+            with open(f"/proc/{pid}/status", "rb") as status:
+                count += next(int(line.split()[1]) for line in status if line.startswith(b"Threads:"))
+        except (OSError, StopIteration):
+            continue
+    return count
+
+
 async def _settle(roots: Mapping[str, list[int]]) -> float:
     """Until the stack is idle (``bench._procs.wait_idle``, without blocking the streams' reading);
     at least ``_SETTLE_MIN_S``. Returns the seconds waited."""
@@ -291,6 +304,7 @@ async def listen_load(spec: dict[str, Any]) -> dict[str, Any]:
     await asyncio.sleep(quiet_s)
     idle = _waiting._per_second(window.close())
     rss_before = rss_mib(roots["api"])
+    threads_before = _threads(roots["api"])
 
     streams = [_Stream(port, n, task_id) for n, task_id in enumerate(task_ids)]
     tally = _Tally()
@@ -315,6 +329,7 @@ async def listen_load(spec: dict[str, Any]) -> dict[str, Any]:
         with_streams = _waiting._per_second(window.close())
         tally.measuring = False
         rss_after = rss_mib(roots["api"])
+        threads_after = _threads(roots["api"])
         for pump in pumps:
             if pump.done():
                 pump.result()  # a stream that ended early fails the run
@@ -338,6 +353,8 @@ async def listen_load(spec: dict[str, Any]) -> dict[str, Any]:
         "with_streams": with_streams,
         "rss_before_mib": rss_before,
         "rss_after_mib": rss_after,
+        "threads_before": threads_before,
+        "threads_after": threads_after,
         "open_s": open_s,
         "open_cpu_ms_per_stream": {role: seconds * 1000 / count for role, seconds in open_cpu.items()},
         "ack_min_ms": acks[0] * 1000,
@@ -455,7 +472,8 @@ def render(result: dict[str, Any]) -> str:
         f"- API RSS: {result['rss_before_mib']:.1f} MiB before the streams, {result['rss_after_mib']:.1f} "
         f"MiB with them, {rss_delta * 1024 / streams:+.1f} KiB per stream; "
         f"{result['rss_closed_mib']:.1f} MiB once all were closed ({result['closed_s']:.2f} s for the API "
-        "to let go of them).",
+        f"to let go of them); {result.get('threads_before', '?')} threads before, "
+        f"{result.get('threads_after', '?')} with them.",
         f"- Opening all {streams:,} at once: {result['open_s']:.2f} s; acknowledgement min "
         f"{result['ack_min_ms']:.0f} ms, p50 {result['ack_p50_ms']:.0f} ms, p99 {result['ack_p99_ms']:.0f} "
         f"ms; snapshot p50 {result['snapshot_p50_ms']:.0f} ms, p99 {result['snapshot_p99_ms']:.0f} ms; CPU "

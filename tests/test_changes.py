@@ -343,3 +343,41 @@ async def test_an_answer_that_meets_a_closed_task_is_not_an_outage(client: Clien
         assert await tasks.answer(asked, answer, caller=Caller(principal=ANONYMOUS), via="form") == []
     finally:
         await changes.aclose()
+
+
+async def test_a_callback_waiter_is_called_once_on_a_change_and_never_once_cancelled(client: Client) -> None:
+    """Ours (issue 35): ``when_changed``, ``after`` with no coroutine (a listen stream at rest): it
+    keeps the watch as a waiter does, is called once the workflow changes, not at all once
+    cancelled, and at once when it registers after the change or while the process stops."""
+    handle, seen = await _started(client)
+    changes = Changes(lambda: client, client.namespace, linger_s=0)
+    try:
+        called: list[str] = []
+        changed = asyncio.Event()
+
+        def on_change() -> None:
+            called.append("change")
+            changed.set()
+
+        changes.when_changed(handle.id, seen, on_change)
+        cancel = changes.when_changed(handle.id, seen, lambda: called.append("cancelled"))
+        cancel()
+        watch = changes._watches[handle.id]
+        assert watch.waiters == 1 and watch._generation is None  # no event: nobody awaits
+        async with asyncio.timeout(30):
+            await _until(watch, lambda: watch.caught_up)
+            assert not called  # caught up, no change: nobody is called
+            await handle.signal(OUTCOME_SIGNAL, {"result": {}})
+            await changed.wait()
+        assert called == ["change"] and watch.waiters == 0
+        late = asyncio.Event()
+        changes.when_changed(handle.id, seen, late.set)  # the change has come already
+        async with asyncio.timeout(5):
+            await late.wait()
+        changes.stop()
+        stopped = asyncio.Event()
+        changes.when_changed(handle.id, Mark(seen.run_id, 10_000), stopped.set)
+        async with asyncio.timeout(5):
+            await stopped.wait()
+    finally:
+        await changes.aclose()

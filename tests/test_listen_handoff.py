@@ -4,6 +4,7 @@ against a real ``longtools serve``, streams of several tasks and of list changes
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import secrets
@@ -25,6 +26,7 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import ClientCapabilities, SubscriptionsListenRequestParams, SubscriptionsListenResult
 from prometheus_client import CollectorRegistry, Gauge
 from starlette.types import Message, Receive, Scope, Send
+from temporalio.service import RPCError, RPCStatusCode
 
 from longtools._settings import Settings
 from longtools.auth import ANONYMOUS
@@ -33,7 +35,7 @@ from longtools.server._gate import HANDOFF, Handoff, McpGate, Write, handoff_of
 from longtools.server._listen import PING, TaskListens, _Frames, _Rest
 from longtools.server._people import Audience, People
 from longtools.server._wire import raw_notification
-from longtools.tasks import AnswerLinks, TaskIds, TaskNotFound, Tasks, TaskView
+from longtools.tasks import AnswerLinks, Mark, TaskIds, TaskNotFound, Tasks, TaskView
 from tests.conftest import STATE_KEY, Served, bearer
 from tests.wire import TASKS_EXTENSION, Stream, eventually, headers_for, meta, post, result
 
@@ -47,36 +49,46 @@ TASK_CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS_E
 def _view(status: Literal["working", "completed"], **fields: Any) -> TaskView:
     at = datetime(2026, 12, 1, tzinfo=UTC)
     return TaskView(
-        task_id=T1, tool="tool", status=status, created_at=at, updated_at=at, ttl_ms=60_000, **fields
+        task_id=T1,
+        tool="tool",
+        status=status,
+        created_at=at,
+        updated_at=at,
+        ttl_ms=60_000,
+        mark=Mark("run", 1),
+        **fields,
     )
 
 
 class _Tasks:
-    """What a stream asks of ``Tasks``: each wait answers the next of ``script`` (None: the wait
-    ran its whole time with no change) and raises it when it is an exception."""
+    """What a stream asks of ``Tasks``: each change it waits for comes at once, or (``held``) when
+    the test calls ``change()``; the task then reads as the next of ``script``, which is raised
+    when it is an exception."""
 
-    def __init__(self, script: list[TaskView | Exception | None]) -> None:
+    def __init__(self, script: list[TaskView | Exception], *, held: bool = False) -> None:
         self.script = script
+        self.held = held
         self.stopping = False
         self.ids = IDS
+        self.waiting: list[Callable[[], None]] = []
 
-    async def wait(
-        self,
-        task_id: str,
-        principal: str,
-        done: Callable[[TaskView], bool],
-        within_s: float,
-        seen: Any = None,
-        *,
-        since: TaskView,
-    ) -> TaskView:
+    def when_changed(self, view: TaskView, callback: Callable[[], None]) -> Callable[[], None]:
+        self.waiting.append(callback)
+        if not self.held:
+            asyncio.get_running_loop().call_soon(self.change)
+        return lambda: self.waiting.remove(callback) if callback in self.waiting else None
+
+    def change(self) -> None:
+        self.waiting.pop(0)()
+
+    async def changed(self, view: TaskView, principal: str) -> TaskView:
         step = self.script.pop(0)
         if isinstance(step, Exception):
             raise step
-        if step is None:
-            await anyio.sleep(within_s)
-            return since
         return step
+
+    async def read(self, task_id: str, principal: str) -> TaskView:
+        return await self.changed(_view("working"), principal)
 
     async def until_stopping(self) -> None:
         await anyio.sleep_forever()
@@ -138,9 +150,11 @@ async def test_a_change_is_framed_byte_for_byte_as_the_sdk_frames_it() -> None:
     view = _view("completed", message="done ✓", result={"content": [], "structuredContent": structured})
     listens, _ = _listens(_Tasks([]))
     meta_ = {SUBSCRIPTION: "l-1"}
-    rest = _Rest(listens, "ann", meta_, "l-1", _audience())
+    rest = _Rest(listens, "ann", "l-1", _audience())
     frames, write = _writer()
-    await _Frames(write, rest).task(view)
+    out = _Frames(write, rest, listens.pings)
+    await out.task(view)
+    out.stop(b"")
 
     sink, source = anyio.create_memory_object_stream[bytes](1)
     with sink, source:
@@ -163,17 +177,35 @@ def test_a_carried_stream_is_pinged_as_often_as_the_sdk_pings_the_streams_it_car
     assert _listen.PING_S == _SSE_PING_INTERVAL
 
 
+async def _carried(rest: _Rest, write: Write, last: bytes) -> bytes:
+    """The stream as the gate carries it, until it ends; its last frame."""
+    ended = asyncio.Event()
+    rest.carry_on(write, ended.set)
+    try:
+        with anyio.fail_after(5):
+            await ended.wait()
+    finally:
+        last = rest.close(last)
+    return last
+
+
 async def test_a_carried_stream_pings_when_silent_and_ends_with_the_sdks_last_frame(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_listen, "PING_S", 0.05)
-    listens, gauge = _listens(_Tasks([None, None, _view("completed")]))
-    rest = _Rest(listens, "ann", {SUBSCRIPTION: 7}, 7, _audience())
+    tasks = _Tasks([_view("completed")], held=True)
+    listens, gauge = _listens(tasks)
+    rest = _Rest(listens, "ann", 7, _audience())
     rest.views = [_view("working")]
     assert _open(gauge) == 1
-    frames, write = _writer()
-    with anyio.fail_after(5):
-        last = await rest.carry_on(write, b"the SDK's last frame")
+    frames: list[bytes] = []
+
+    async def write(frame: bytes) -> None:
+        frames.append(frame)
+        if frames == [PING, PING]:
+            tasks.change()  # the task changes once the stream has been silent twice
+
+    last = await _carried(rest, write, b"the SDK's last frame")
     assert last == b"the SDK's last frame"
     assert frames[:2] == [PING, PING]
     [change] = [_data(frame) for frame in frames[2:]]
@@ -184,12 +216,43 @@ async def test_a_carried_stream_pings_when_silent_and_ends_with_the_sdks_last_fr
     assert _open(gauge) == 0
 
 
-async def test_a_failure_while_carried_ends_the_stream_as_the_sdk_would() -> None:
-    listens, gauge = _listens(_Tasks([ValueError("a bug")]))
-    rest = _Rest(listens, "ann", {SUBSCRIPTION: 7}, 7, _audience())
+async def test_a_carried_stream_reads_its_task_afresh_a_moment_after_a_failed_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Temporal out of reach for a moment: logged, then read again, and the stream goes on."""
+    monkeypatch.setattr(_listen, "_RETRY_S", 0.01)
+    unavailable = RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
+    listens, gauge = _listens(_Tasks([unavailable, _view("completed")]))
+    rest = _Rest(listens, "ann", 7, _audience())
     rest.views = [_view("working")]
     frames, write = _writer()
-    last = await rest.carry_on(write, b"unused")
+    assert await _carried(rest, write, b"last") == b"last"
+    assert [_data(frame)["params"]["status"] for frame in frames] == ["completed"]
+    assert _open(gauge) == 0
+
+
+async def test_a_stopping_process_ends_a_carried_stream_with_the_sdks_last_frame() -> None:
+    tasks = _Tasks([], held=True)
+    listens, gauge = _listens(tasks)
+    rest = _Rest(listens, "ann", 7, _audience())
+    rest.views = [_view("working")]
+    frames, write = _writer()
+    ended = asyncio.Event()
+    rest.carry_on(write, ended.set)
+    tasks.stopping = True
+    tasks.change()  # as Changes.stop() calls every waiter
+    with anyio.fail_after(5):
+        await ended.wait()
+    assert rest.close(b"last") == b"last"
+    assert frames == [] and _open(gauge) == 0
+
+
+async def test_a_failure_while_carried_ends_the_stream_as_the_sdk_would() -> None:
+    listens, gauge = _listens(_Tasks([ValueError("a bug")]))
+    rest = _Rest(listens, "ann", 7, _audience())
+    rest.views = [_view("working")]
+    frames, write = _writer()
+    last = await _carried(rest, write, b"unused")
     assert frames == []
     assert _data(last) == {
         "jsonrpc": "2.0",
@@ -248,33 +311,39 @@ async def test_a_handler_hands_the_rest_of_its_stream_to_the_gate_with_its_place
     assert [sent["params"].get("status") for sent in client.sent] == [None, "working"]  # ack, snapshot
     assert handoff.rest is not None and _open(gauge) == 1  # still counted: the stream goes on
     frames, write = _writer()
-    assert await handoff.rest.carry_on(write, b"last") == b"last"
+    assert isinstance(handoff.rest, _Rest)
+    assert await _carried(handoff.rest, write, b"last") == b"last"
     assert [_data(frame)["params"]["status"] for frame in frames] == ["completed"]
     assert _open(gauge) == 0
 
 
 class _Rest_:
-    """A handed-off stream that writes ``frames``, then waits for ``until`` (if given)."""
+    """A handed-off stream that writes ``frames``, then waits for ``until`` (if given), then ends."""
 
     def __init__(self, frames: list[bytes], until: anyio.Event | None = None) -> None:
         self.frames = frames
         self.until = until
         self.outcome = ""
+        self.running: asyncio.Task[None] | None = None
 
-    async def carry_on(self, write: Write, last: bytes) -> bytes:
-        try:
+    def carry_on(self, write: Write, end: Callable[[], None]) -> None:
+        async def run() -> None:
             for frame in self.frames:
                 await write(frame)
             if self.until is not None:
                 await self.until.wait()
-        except anyio.get_cancelled_exc_class():
-            self.outcome = "cancelled"
-            raise
-        self.outcome = "ended"
-        return last
+            self.outcome = "ended"
+            end()
 
-    def drop(self) -> None:
-        self.outcome = "dropped"
+        self.running = asyncio.get_running_loop().create_task(run())
+
+    def close(self, last: bytes) -> bytes:
+        if self.running is None:
+            self.outcome = "dropped"
+        elif not self.running.done():
+            self.running.cancel()
+            self.outcome = "cancelled"
+        return last
 
 
 def _sdk(rest: _Rest_, *, final: bool = True) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
@@ -306,7 +375,7 @@ async def _through_gate(
         max_body_bytes=1 << 20,
         legacy=unused,
         plain=unused,
-        streams=lambda method, params: True,
+        streams=lambda *request: True,
     )
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {}}).encode()
     headers = {

@@ -14,23 +14,25 @@ with nothing new to run, and a stream on a task that does not change costs nothi
 Past the acknowledgement and the snapshots, a stream needs none of its request: so the handler
 hands the rest (``_Rest``) to the gate (``_gate.Handoff``) and returns, and the SDK lets go of
 everything it built for the request while the gate writes the stream's later frames itself, in
-the SDK's own framing, with its keep-alive pings. Held that way, an open stream costs the API its
-connection, one task waiting for the client to go, and its wait on ``Changes`` (bench/README.md,
-B8, has the figures). A request that did not come through the gate is followed in the handler.
+the SDK's own framing, with its keep-alive pings. A stream at rest runs no coroutine of its own:
+it waits on ``Changes`` as a callback (``Tasks.when_changed``), its pings come from one timer for
+every stream (``_Pings``), and a task of its own runs only while it has a change to read or a
+frame to write. Held that way, an open stream costs the API its connection, the request's task
+waiting for the client to go, and a few small objects (bench/README.md, B8, has the figures). A
+request that did not come through the gate is followed the same way, awaited in its handler.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from typing import Any, Final, Protocol
 
-import anyio
 import structlog
 from mcp.server.context import ServerRequestContext
 from mcp.server.runner import modern_error_data
@@ -66,13 +68,13 @@ __all__ = ["TaskListens"]
 
 _NOTIFICATION: Final = "notifications/tasks"
 _RETRY_S: Final = 1.0
-_WAIT_S: Final = 300.0
-"""One wait for a task's next change; a stream waits as many times as it takes."""
 PING_S: Final = 15.0
 """Seconds of silence after which a stream the gate carries gets a ``: ping`` comment, as the
 SDK's transport does for the streams it carries (``_SSE_PING_INTERVAL``), so that a proxy's idle
 timeout does not cut it."""
 PING: Final = b": ping\r\n\r\n"
+_EARLY_S: Final = 0.005
+"""A ping due this soon is due now: the event loop runs a timer up to its clock's resolution early."""
 
 
 class TaskListens:
@@ -94,6 +96,7 @@ class TaskListens:
         self._open: Counter[str] = Counter()
         self._opened: dict[str, deque[float]] = {}
         """Per principal: when its streams of the last minute were opened (monotonic)."""
+        self.pings = _Pings()
 
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
@@ -105,7 +108,7 @@ class TaskListens:
         task_ids = self._checked_ids(ctx, wanted)
         principal = principal_of(ctx)
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        rest = _Rest(self, principal, meta, ctx.request_id, self._people.audience(ctx))  # counted from here
+        rest = _Rest(self, principal, ctx.request_id, self._people.audience(ctx))  # counted from here
         handed = False
         try:
             async with temporal_errors("subscriptions/listen"):
@@ -210,29 +213,65 @@ class TaskListens:
 
 
 class _Out(Protocol):
-    """Where a followed task's frames go, and when the stream needs a ping."""
+    """Where a stream's frames go."""
 
     async def task(self, view: TaskView) -> None: ...
 
-    def quiet_s(self) -> float:
-        """How long a wait may last before the stream needs a ping."""
+    async def ping_if_due(self) -> bool:
+        """Write a ping when the stream has been silent ``PING_S``; whether it did."""
         ...
 
-    async def ping_if_due(self) -> None: ...
+    def failed(self, exc: Exception) -> None:
+        """The stream fails with ``exc``; called where it was caught."""
+        ...
+
+
+class _Follow:
+    """One task a stream follows: the view shown last, and how its next change is waited for.
+    Called (as ``Tasks.when_changed``'s callback) when that change may have come."""
+
+    __slots__ = ("cancel", "due", "stream", "view")
+
+    def __init__(self, stream: _Rest, view: TaskView) -> None:
+        self.stream = stream
+        self.view = view
+        self.due = False
+        self.cancel: Callable[[], None] = _nothing
+
+    def __call__(self) -> None:
+        self.due = True
+        self.stream.wake()
 
 
 class _Rest:
     """An acknowledged stream past its snapshots: who listens, to what, and its place under the
     per-principal bound (taken when made, given back once by ``release``). Holds nothing of the
-    request, so the gate can carry it on after the SDK has let go of the request."""
+    request, so the gate can carry it on after the SDK has let go of the request.
 
-    __slots__ = ("_audience", "_held", "_listens", "_meta", "_principal", "_request_id", "views")
+    Carried on, it waits with no coroutine: each task it follows waits as a ``_Follow`` on its
+    watch, and its pings are due by ``_Pings``. A wake (a change, a ping due, a retry) runs
+    ``_run`` in a task, which reads what changed and writes, then ends: at rest, nothing runs.
+    """
+
+    __slots__ = (
+        "_audience",
+        "_busy",
+        "_context",
+        "_end",
+        "_follows",
+        "_held",
+        "_listens",
+        "_out",
+        "_principal",
+        "_request_id",
+        "_stopping",
+        "views",
+    )
 
     def __init__(
         self,
         listens: TaskListens,
         principal: str,
-        meta: dict[str, Any],
         request_id: RequestId | None,
         audience: Audience,
     ) -> None:
@@ -240,10 +279,20 @@ class _Rest:
         self._audience = audience
         self._listens = listens
         self._principal = principal
-        self._meta = meta
         self._request_id = request_id
         self._held = True
         self.views: list[TaskView] = []
+        self._out: _Out | None = None
+        self._end: Callable[[], None] | None = None
+        """Tells whoever carries the stream that it has ended; None once it has, or was closed."""
+        self._follows: list[_Follow] = []
+        self._busy: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self._context: contextvars.Context | None = None
+
+    @property
+    def request_id(self) -> RequestId | None:
+        return self._request_id
 
     def release(self) -> None:
         if self._held:
@@ -251,79 +300,144 @@ class _Rest:
             self._listens.release(self._principal)
 
     def task_params(self, view: TaskView) -> dict[str, Any]:
-        return self._listens.task_params(view, self._meta, self._audience)
+        # Its ``_meta`` is made for each frame: a dict per stream kept for its life costs 0.2 KiB.
+        meta = {SUBSCRIPTION_ID_META_KEY: self._request_id}
+        return self._listens.task_params(view, meta, self._audience)
 
-    def drop(self) -> None:
+    def carry_on(self, write: Write, end: Callable[[], None]) -> None:
+        """The stream on the gate's response: frames as the SDK frames them, written by ``write``,
+        with a ping after ``PING_S`` of silence; ``end`` is called once it has ended."""
+        self._start(_Frames(write, self, self._listens.pings), end)
+
+    def close(self, last: bytes) -> bytes:
+        """Stop the stream (it ended, or its client went away) and give its place back; the frame
+        to end it with: ``last``, or an error as the SDK's handler boundary would have ended it."""
+        self._end = None
+        for follow in self._follows:
+            follow.cancel()
+        self._follows = []
+        for task in (self._busy, self._stopping):
+            if task is not None:
+                task.cancel()
+        out, self._out = self._out, None
         self.release()
-
-    async def carry_on(self, write: Write, last: bytes) -> bytes:
-        """The stream on the gate's response: frames as the SDK frames them, then ``last``; an
-        error ends it as the SDK's handler boundary would have (logged, -32603 on the wire)."""
-        try:
-            await self.follow(_Frames(write, self))
-        except Exception as exc:
-            error = JSONRPCError(jsonrpc="2.0", id=self._request_id, error=modern_error_data(exc))
-            return _sse(error)
-        finally:
-            self.release()
+        if isinstance(out, _Frames):
+            return out.stop(last)
         return last
 
-    async def follow(self, out: _Out) -> None:
-        """Until every task has ended (or expired), or the process stops."""
-        tasks = self._listens.tasks
-        views, self.views = self.views, []  # each follow keeps the view it has got to, and only that
-        if len(views) == 1:
-            await self._follow(views.pop(), out)  # the usual stream: no task group for one task
-        elif views:
-            async with anyio.create_task_group() as tg:
-                for view in views:
-                    tg.start_soon(self._follow, view, out)
-        else:  # list changes only: none ever comes, so the stream waits for the stop
-            while not tasks.stopping:
-                with anyio.move_on_after(out.quiet_s()):
-                    await tasks.until_stopping()
-                await out.ping_if_due()
+    async def follow(self, session: _Session) -> None:
+        """The stream in its handler's task, until it ends (or the process stops); an error is
+        raised there, for the SDK's handler boundary."""
+        ended = asyncio.Event()
+        self._start(session, ended.set)
+        try:
+            await ended.wait()
+        finally:
+            self.close(b"")
+        if session.failure is not None:
+            raise session.failure
 
-    async def _follow(self, view: TaskView, out: _Out) -> None:
-        """Send the task after each change, until it ends (or expires, or the process stops)."""
+    def wake(self) -> None:
+        """Something may be due (a change, a ping, a retry): look in a task, unless one looks already
+        (it looks again before it ends)."""
+        if self._end is not None and self._busy is None:
+            self._busy = asyncio.get_running_loop().create_task(self._run(), context=self._context)
+
+    def _start(self, out: _Out, end: Callable[[], None]) -> None:
+        self._out, self._end = out, end
+        # Its tasks run in the request's context (its log fields), as the stream did in the request.
+        self._context = contextvars.copy_context()
         tasks = self._listens.tasks
-        # ``view`` always shows what was sent last (``_shown``): the stream keeps it, and no copy of
-        # its wire form, while the task does not change.
-        while view.status not in TERMINAL and not tasks.stopping:
-            try:
-                changed = await tasks.wait(
-                    view.task_id,
-                    self._principal,
-                    partial(_differs, view),
-                    out.quiet_s(),
-                    since=view,
-                )
-            except TaskNotFound:
-                return  # its TTL ran out: nothing more will be shown of it
-            except (RPCError, RuntimeError) as exc:
-                if not (isinstance(exc, RPCError) or unreachable(exc)):
-                    raise
-                log.warning("listen_read_failed", task_id=view.task_id, detail=str(exc))
-                await anyio.sleep(_RETRY_S)
-                await out.ping_if_due()
-                view = replace(view, mark=None)  # read afresh next time
-                continue
-            differs = _differs(view, changed)
-            view = changed
-            if differs:
-                await out.task(view)
+        views, self.views = self.views, []
+        self._follows = [_Follow(self, view) for view in views if view.status not in TERMINAL]
+        if tasks.stopping or (views and not self._follows):
+            self._finish()
+            return
+        for follow in self._follows:
+            self._wait(follow)
+        if not views:  # list changes only: none ever comes, so the stream waits for the stop
+            self._stopping = asyncio.get_running_loop().create_task(self._until_stopping())
+
+    def _wait(self, follow: _Follow) -> None:
+        if follow.view.mark is None:  # read afresh after a failed read
+            follow.cancel = asyncio.get_running_loop().call_later(_RETRY_S, follow).cancel
+        else:
+            follow.cancel = self._listens.tasks.when_changed(follow.view, follow)
+
+    async def _until_stopping(self) -> None:
+        await self._listens.tasks.until_stopping()
+        self._finish()
+
+    def _finish(self) -> None:
+        end, self._end = self._end, None
+        for follow in self._follows:
+            follow.cancel()
+        if end is not None:
+            end()
+
+    async def _run(self) -> None:
+        """What is due, until nothing is: each change read and shown, a ping if one is due."""
+        assert self._out is not None
+        tasks = self._listens.tasks
+        try:
+            while self._end is not None:
+                if tasks.stopping:
+                    self._finish()
+                    return
+                follow = next((follow for follow in self._follows if follow.due), None)
+                if follow is None:
+                    if not await self._out.ping_if_due():
+                        return
+                    continue
+                follow.due = False
+                await self._next(follow, self._out)
+                if not self._follows:  # every task it followed has ended
+                    self._finish()
+        except Exception as exc:
+            self._out.failed(exc)
+            self._finish()
+        finally:
+            self._busy = None
+
+    async def _next(self, follow: _Follow, out: _Out) -> None:
+        """Read the task after a change (or afresh); show it if it differs; wait for the next."""
+        tasks = self._listens.tasks
+        view = follow.view
+        try:
+            if view.mark is None:
+                changed = await tasks.read(view.task_id, self._principal)
             else:
-                await out.ping_if_due()
+                changed = await tasks.changed(view, self._principal)
+        except TaskNotFound:
+            self._follows.remove(follow)  # its TTL ran out: nothing more will be shown of it
+            return
+        except (RPCError, RuntimeError) as exc:
+            if not (isinstance(exc, RPCError) or unreachable(exc)):
+                raise
+            log.warning("listen_read_failed", task_id=view.task_id, detail=str(exc))
+            follow.view = replace(view, mark=None)
+            self._wait(follow)
+            return
+        # ``follow.view`` always shows what was sent last (``_shown``): the stream keeps it, and
+        # no copy of its wire form, while the task does not change.
+        follow.view = changed
+        if _differs(view, changed):
+            await out.task(changed)
+        if changed.status in TERMINAL:
+            self._follows.remove(follow)
+        elif self._end is not None:
+            self._wait(follow)
 
 
 class _Session:
     """Frames through the SDK's transport, which pings the stream itself."""
 
-    __slots__ = ("_ctx", "_rest")
+    __slots__ = ("_ctx", "_rest", "failure")
 
     def __init__(self, ctx: ServerRequestContext[Any, Any], rest: _Rest) -> None:
         self._ctx = ctx
         self._rest = rest
+        self.failure: Exception | None = None
 
     async def task(self, view: TaskView) -> None:
         await self._ctx.session.send_notification(
@@ -331,23 +445,25 @@ class _Session:
             related_request_id=self._ctx.request_id,
         )
 
-    def quiet_s(self) -> float:
-        return _WAIT_S
+    async def ping_if_due(self) -> bool:
+        return False
 
-    async def ping_if_due(self) -> None:
-        return
+    def failed(self, exc: Exception) -> None:
+        self.failure = exc
 
 
 class _Frames:
     """Frames written on the gate's response, with a ping after ``PING_S`` of silence."""
 
-    __slots__ = ("_last", "_loop", "_rest", "_write")
+    __slots__ = ("_error", "_last", "_pings", "_rest", "_write")
 
-    def __init__(self, write: Write, rest: _Rest) -> None:
+    def __init__(self, write: Write, rest: _Rest, pings: _Pings) -> None:
         self._write = write
         self._rest = rest
-        self._loop = asyncio.get_running_loop()
-        self._last = self._loop.time()  # the SDK's last frame (a snapshot) has just gone
+        self._pings = pings
+        self._error: bytes | None = None
+        self._last = 0.0
+        self._sent()  # the SDK's last frame (a snapshot) has just gone
 
     async def task(self, view: TaskView) -> None:
         # Dumped as the SDK's session and transport dump a notification, so the frame is the same.
@@ -357,16 +473,70 @@ class _Frames:
             _sse(JSONRPCNotification(jsonrpc="2.0", method=data["method"], params=data["params"]))
         )
 
-    def quiet_s(self) -> float:
-        return min(_WAIT_S, max(0.0, self._last + PING_S - self._loop.time()))
+    async def ping_if_due(self) -> bool:
+        if asyncio.get_running_loop().time() < self._last + PING_S - _EARLY_S:
+            return False
+        await self._send(PING)
+        return True
 
-    async def ping_if_due(self) -> None:
-        if self._loop.time() >= self._last + PING_S:
-            await self._send(PING)
+    def failed(self, exc: Exception) -> None:
+        error = JSONRPCError(jsonrpc="2.0", id=self._rest.request_id, error=modern_error_data(exc))
+        self._error = _sse(error)
+
+    def stop(self, last: bytes) -> bytes:
+        self._pings.forget(self._rest)
+        return last if self._error is None else self._error
 
     async def _send(self, frame: bytes) -> None:
-        self._last = self._loop.time()
+        self._sent()
         await self._write(frame)
+
+    def _sent(self) -> None:
+        self._last = asyncio.get_running_loop().time()
+        self._pings.sent(self._rest, self._last)
+
+
+class _Pings:
+    """When the streams the gate carries are due a ping, from one timer for them all (the SDK's
+    transport runs a loop per stream): a stream silent for ``PING_S`` is woken to write one."""
+
+    __slots__ = ("_quiet", "_timer")
+
+    def __init__(self) -> None:
+        self._quiet: OrderedDict[_Rest, float] = OrderedDict()
+        """Every carried stream by when it last wrote (the event loop's clock), longest silent first."""
+        self._timer: asyncio.TimerHandle | None = None
+
+    def sent(self, stream: _Rest, at: float) -> None:
+        self._quiet[stream] = at
+        self._quiet.move_to_end(stream)
+        if self._timer is None:
+            self._arm()
+
+    def forget(self, stream: _Rest) -> None:
+        self._quiet.pop(stream, None)
+
+    def _arm(self) -> None:
+        if not self._quiet:
+            self._timer = None
+            return
+        first = next(iter(self._quiet.values()))
+        self._timer = asyncio.get_running_loop().call_at(first + PING_S, self._due)
+
+    def _due(self) -> None:
+        """Wake every stream due a ping (streams that fell silent together are woken together)."""
+        now = asyncio.get_running_loop().time()
+        while self._quiet:
+            stream, at = next(iter(self._quiet.items()))
+            if at + PING_S - _EARLY_S > now:
+                break
+            del self._quiet[stream]  # back once it has written its ping
+            stream.wake()
+        self._arm()
+
+
+def _nothing() -> None:
+    return
 
 
 def _sse(message: JSONRPCNotification | JSONRPCError) -> bytes:
@@ -377,8 +547,6 @@ def _sse(message: JSONRPCNotification | JSONRPCError) -> bytes:
 
 
 def _differs(before: TaskView, now: TaskView) -> bool:
-    # A wait that saw no change gives back the view it started from: the check a stream makes at
-    # each ping then costs nothing.
     return now is not before and _shown(now.wire(0)) != _shown(before.wire(0))
 
 

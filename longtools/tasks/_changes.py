@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+import contextvars
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import structlog
 from prometheus_client import Gauge
 from temporalio.api.common.v1 import Payload, Payloads, WorkflowExecution
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -83,9 +86,9 @@ class _Watch:
         """The runs followed, oldest first; the last is the one being read."""
         self.changed_at = 0
         """Event id (in the current run) of the last change seen."""
-        self.memo: Mapping[str, Payload] = {}
-        """What the last change upserted into the memo, when it was a memo upsert, or the run's
-        completion in the workflow task that upserted it."""
+        self.memo: Mapping[str, bytes] = {}
+        """What the last change upserted into the memo (each value a serialized ``Payload``), when
+        it was a memo upsert, or the run's completion in the workflow task that upserted it."""
         self.completion: Completion | None = None
         """The run's result, when the last change was its completion."""
         self.kept = 0
@@ -97,13 +100,23 @@ class _Watch:
         self.ended = False
         """The watch has stopped: the workflow ended, is gone, or nobody wanted it any more."""
         self.waiters = 0
+        """Readers waiting: in ``after``, and the callbacks in ``called``."""
+        self.called: list[_Callback] = []
+        """``Changes.when_changed``'s callbacks not called yet."""
         self.wanted_until = wanted_until
         """Event-loop time until which the watch runs with nobody waiting, for readers to come."""
         self.follower: asyncio.Task[None] | None = None
         self.expiry: asyncio.TimerHandle | None = None
-        self.generation = asyncio.Event()
+        self._generation: asyncio.Event | None = None
+
+    @property
+    def generation(self) -> asyncio.Event:
         """Set (and replaced) on every notice. A waiter takes it *before* it checks for a change,
-        so a notice that lands between its check and its wait is never missed."""
+        so a notice that lands between its check and its wait is never missed. Made when first
+        taken: a watch whose readers are all callbacks has none (an event is 0.9 KiB)."""
+        if self._generation is None:
+            self._generation = asyncio.Event()
+        return self._generation
 
     def changed_since(self, seen: Mark) -> bool:
         if seen.run_id == self.runs[-1]:
@@ -115,8 +128,19 @@ class _Watch:
         return self.caught_up or self.ended
 
     def notify(self) -> None:
-        generation, self.generation = self.generation, asyncio.Event()
-        generation.set()
+        generation, self._generation = self._generation, None
+        if generation is not None:
+            generation.set()
+
+
+class _Callback:
+    """A reader waiting with no coroutine of its own (``Changes.when_changed``)."""
+
+    __slots__ = ("callback", "seen")
+
+    def __init__(self, seen: Mark, callback: Callable[[], None]) -> None:
+        self.seen = seen
+        self.callback = callback
 
 
 class Changes:
@@ -170,6 +194,41 @@ class Changes:
             watch.waiters -= 1
             self._keep(watch, self._linger_s if linger_s is None else linger_s)
 
+    def when_changed(self, workflow_id: str, seen: Mark, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once, when ``after`` would have returned True (the workflow changed
+        after ``seen``, or is gone) or the process stops; unless the function returned is called
+        first. ``after`` without a coroutine: a reader waiting this way holds only this (a listen
+        stream at rest). It is called from the watch's task: it must not block."""
+        watch = self._watch(workflow_id, seen.run_id)
+        waiting = _Callback(seen, callback)
+        watch.called.append(waiting)
+        watch.waiters += 1
+        if self._stop.is_set() or self._due(watch, seen):
+            asyncio.get_running_loop().call_soon(self._call_back, watch)
+        return partial(self._forget, watch, waiting)
+
+    def _due(self, watch: _Watch, seen: Mark) -> bool:
+        return watch.changed_since(seen) or (watch.ended and not watch.closed)
+
+    def _notify(self, watch: _Watch) -> None:
+        """Wake the watch's readers: those in ``after`` check again, callbacks due are called."""
+        watch.notify()
+        if watch.called:
+            self._call_back(watch)
+
+    def _call_back(self, watch: _Watch) -> None:
+        stopping = self._stop.is_set()
+        due = [waiting for waiting in watch.called if stopping or self._due(watch, waiting.seen)]
+        for waiting in due:
+            self._forget(watch, waiting)
+            waiting.callback()
+
+    def _forget(self, watch: _Watch, waiting: _Callback) -> None:
+        if waiting in watch.called:
+            watch.called.remove(waiting)
+            watch.waiters -= 1
+            self._keep(watch, self._linger_s)
+
     def unchanged(self, workflow_id: str, seen: Mark) -> bool:
         """Whether a live watch has read the workflow to its end with no change after ``seen``:
         what was read then is what a read now would give (to within the moment a change takes to
@@ -206,7 +265,7 @@ class Changes:
         if watch is None or watch.runs[-1] != seen.run_id or watch.changed_at <= seen.events:
             return None
         value = watch.memo.get(key)
-        return (Mark(seen.run_id, watch.changed_at), value) if value is not None else None
+        return (Mark(seen.run_id, watch.changed_at), Payload.FromString(value)) if value is not None else None
 
     def completed(self, workflow_id: str, seen: Mark) -> Completion | None:
         """When the workflow's last change after ``seen`` completed the run ``seen`` is of: its
@@ -235,8 +294,8 @@ class Changes:
         """End every wait now (the process is stopping): a held round then answers "not yet", and
         its client retries on another replica, or here after the restart."""
         self._stop.set()
-        for watch in self._watches.values():
-            watch.notify()
+        for watch in list(self._watches.values()):
+            self._notify(watch)
 
     async def aclose(self) -> None:
         self.stop()
@@ -259,7 +318,11 @@ class Changes:
             # Wanted while someone waits, or for as long as whoever asked for it keeps it (_keep).
             watch = _Watch(run_id, asyncio.get_running_loop().time())
             self._watches[workflow_id] = watch
-            watch.follower = asyncio.create_task(self._follow(workflow_id, watch))
+            # In a context of its own: the watch outlives the request that made it, whose context
+            # (its log fields, its span) it must not keep.
+            watch.follower = asyncio.create_task(
+                self._follow(workflow_id, watch), context=contextvars.Context()
+            )
             self._running.add(watch.follower)
             watch.follower.add_done_callback(self._running.discard)
         return watch
@@ -271,15 +334,15 @@ class Changes:
         watch.wanted_until = max(watch.wanted_until, loop.time() + for_s)
         if watch.waiters or watch.ended or watch.expiry is not None:
             return
-        watch.expiry = loop.call_at(watch.wanted_until, self._expire, watch)
+        # In a context of its own, as the watch's task: not the context of the request that asked.
+        watch.expiry = loop.call_at(watch.wanted_until, self._expire, watch, context=contextvars.Context())
 
     def _expire(self, watch: _Watch) -> None:
         watch.expiry = None
         if watch.waiters or watch.ended:
             return
-        loop = asyncio.get_running_loop()
-        if loop.time() < watch.wanted_until:
-            watch.expiry = loop.call_at(watch.wanted_until, self._expire, watch)
+        if asyncio.get_running_loop().time() < watch.wanted_until:
+            self._keep(watch, 0)
         elif watch.follower is not None:
             watch.follower.cancel()
 
@@ -295,10 +358,10 @@ class Changes:
             del self._watches[workflow_id]
         self._hold(watch, {}, None)
 
-    def _hold(self, watch: _Watch, memo: Mapping[str, Payload], completion: Completion | None) -> None:
+    def _hold(self, watch: _Watch, memo: Mapping[str, bytes], completion: Completion | None) -> None:
         """Keep what the watch's last change published, within the byte budget: past it, the
         payloads of idle watches are dropped, oldest first (their readers read Temporal instead)."""
-        size = sum(value.ByteSize() for value in memo.values())
+        size = sum(len(value) for value in memo.values())
         if completion is not None:
             size += completion.result.ByteSize()
         self._kept += size - watch.kept
@@ -314,6 +377,49 @@ class Changes:
         if self._kept > self._max_bytes:  # this one alone is past the budget: keep nothing of it
             self._kept -= watch.kept
             watch.memo, watch.completion, watch.kept = {}, None, 0
+
+    def _took(self, watch: _Watch, events: Sequence[HistoryEvent]) -> tuple[bool, EventType.ValueType | None]:
+        """Read one page of the watch's history: whether it changed, and its last event's type.
+
+        What the watch keeps of a change is copied out of the page: a message read from a page (an
+        event, a memo field) holds the whole page's protobuf arena, 10 KiB for a five-event
+        history, which an idle watch otherwise kept for as long as it waited (bench/README.md, B8).
+        """
+        changed = False
+        memo, completion = watch.memo, watch.completion
+        upserted_by = None  # the workflow task that made the memo upsert in ``memo``
+        for event in events:
+            if event.event_type in _CHANGES:
+                watch.changed_at = event.event_id
+                completed = event.workflow_execution_completed_event_attributes
+                if not (
+                    event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+                    and completed.workflow_task_completed_event_id == upserted_by
+                ):
+                    # An end in the workflow task that upserted (the ledger's exit state) keeps it.
+                    memo = {}
+                completion = None
+                changed = True
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+                modified = event.workflow_properties_modified_event_attributes
+                memo = {
+                    key: value.SerializeToString() for key, value in modified.upserted_memo.fields.items()
+                }
+                upserted_by = modified.workflow_task_completed_event_id
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+                result = event.workflow_execution_completed_event_attributes.result
+                at = event.event_time.ToDatetime(tzinfo=UTC)
+                completion = Completion(
+                    Mark(watch.runs[-1], event.event_id), Payloads.FromString(result.SerializeToString()), at
+                )
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                successor = event.workflow_execution_continued_as_new_event_attributes
+                watch.runs.append(successor.new_execution_run_id)
+                watch.changed_at = 0
+                memo = {}
+        if changed:
+            self._hold(watch, memo, completion)
+        return changed, events[-1].event_type if events else None
 
     def _wanted(self, watch: _Watch) -> bool:
         return watch.waiters > 0 or asyncio.get_running_loop().time() < watch.wanted_until
@@ -346,51 +452,20 @@ class Changes:
                     if watch.caught_up:  # once per outage, not once a second
                         log.warning("watch_failed", workflow_id=workflow_id, status=exc.status.name)
                     watch.caught_up = False
-                    watch.notify()
+                    self._notify(watch)
                     await asyncio.sleep(_RETRY_S)
                     continue
-                events = response.history.events
-                changed = False
-                memo, completion = watch.memo, watch.completion
-                upserted_by = None  # the workflow task that made the memo upsert in ``memo``
-                for event in events:
-                    if event.event_type in _CHANGES:
-                        watch.changed_at = event.event_id
-                        completed = event.workflow_execution_completed_event_attributes
-                        if not (
-                            event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
-                            and completed.workflow_task_completed_event_id == upserted_by
-                        ):
-                            # An end in the workflow task that upserted (the ledger's exit state) keeps it.
-                            memo = {}
-                        completion = None
-                        changed = True
-                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
-                        modified = event.workflow_properties_modified_event_attributes
-                        memo = modified.upserted_memo.fields
-                        upserted_by = modified.workflow_task_completed_event_id
-                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-                        result = event.workflow_execution_completed_event_attributes.result
-                        at = event.event_time.ToDatetime(tzinfo=UTC)
-                        completion = Completion(Mark(watch.runs[-1], event.event_id), result, at)
-                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                        successor = event.workflow_execution_continued_as_new_event_attributes
-                        watch.runs.append(successor.new_execution_run_id)
-                        watch.changed_at = 0
-                        memo = {}
-                if changed:
-                    self._hold(watch, memo, completion)
+                changed, last = self._took(watch, response.history.events)
                 token = response.next_page_token
-                caught_up = len(events) < _PAGE and bool(token)
+                caught_up = len(response.history.events) < _PAGE and bool(token)
+                del response  # not kept while the next poll waits (``_took``)
                 if changed or caught_up != watch.caught_up:
                     watch.caught_up = caught_up
-                    watch.notify()
-                if not token:
-                    last = events[-1].event_type if events else None
-                    if last != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                        watch.closed = True  # kept (until idle) so readers know it will not change
-                        return
-                    # Otherwise follow the run it continued as, from its start (token is empty).
+                    self._notify(watch)
+                if not token and last != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                    watch.closed = True  # kept (until idle) so readers know it will not change
+                    return
+                # With no token after a continue-as-new: follow the new run from its start.
         finally:
             if self._following is not None:
                 self._following.dec()
@@ -398,6 +473,6 @@ class Changes:
             if watch.expiry is not None:
                 watch.expiry.cancel()
                 watch.expiry = None
-            watch.notify()
+            self._notify(watch)
             if not watch.closed:
                 self._drop(workflow_id, watch)

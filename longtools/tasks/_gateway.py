@@ -1111,11 +1111,34 @@ class Tasks:
                     return view
                 view = await self.read(task_id, principal)  # an activity's progress moves on
                 continue
-            view = await self._changed(view, principal)
+            view = await self.changed(view, principal)
 
-    async def _changed(self, view: TaskView, principal: str) -> TaskView:
-        """The task after a change: from what the change published, when that was all it did (no
-        call to Temporal), else read again."""
+    def when_changed(self, view: TaskView, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once the task may have changed after ``view`` (``changed`` then gives
+        it; a live view's progress, once it is ``_LIVE_READ_S`` old) or the process stops, unless
+        the function returned is called first: ``wait`` with no coroutine, as a listen stream at
+        rest waits (``Changes.when_changed``). It must not block."""
+        assert view.mark is not None
+        if not view.live:
+            return self._changes.when_changed(view.task_id, view.mark, callback)
+
+        def first() -> None:
+            cancel()
+            timer.cancel()
+            callback()
+
+        cancel = self._changes.when_changed(view.task_id, view.mark, first)
+        timer = asyncio.get_running_loop().call_later(_LIVE_READ_S, first)
+
+        def stop() -> None:
+            cancel()
+            timer.cancel()
+
+        return stop
+
+    async def changed(self, view: TaskView, principal: str) -> TaskView:
+        """The task after a change (``wait``, ``when_changed``): from what the change published,
+        when that was all it did (no call to Temporal), else read again."""
         assert view.mark is not None
         if view.status in TERMINAL or view.live:  # a live view's activity progress is not history
             return await self.read(view.task_id, principal)
