@@ -125,6 +125,7 @@ class Metrics:
             registry=self.registry,
         )
         self._request_children: dict[tuple[str, str, str], Counter] = {}
+        self._mrtr_children: dict[tuple[str, str], Counter] = {}
         self._tasks_finished = Counter(
             TASKS_FINISHED,
             "Tasks that ended (recorded by workers), by status as tasks/get reports it",
@@ -176,8 +177,11 @@ class Metrics:
 
     def mrtr(self, tool: str, outcome: MrtrOutcome) -> None:
         """Count one round of an MRTR exchange of ``tool`` (a registered tool name)."""
-        label = outcome if outcome in _MRTR_OUTCOMES else "rejected"
-        self._mrtr_rounds.labels(tool=_clamp(tool), outcome=label).inc()
+        key = (_clamp(tool), outcome if outcome in _MRTR_OUTCOMES else "rejected")
+        child = self._mrtr_children.get(key)
+        if child is None:  # as in `request`: labels() once per key
+            child = self._mrtr_children[key] = self._mrtr_rounds.labels(tool=key[0], outcome=key[1])
+        child.inc()
 
     def task_created(self, tool: str) -> None:
         """Count a task the API started (once its workflow start is durable)."""

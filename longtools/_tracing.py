@@ -1,10 +1,10 @@
 """OpenTelemetry traces, when asked for (``LONGTOOLS_TRACES``). API and worker processes.
 
 The SDK already opens a span per request, continuing the ``traceparent`` a client puts in
-``_meta``; with only the OpenTelemetry API installed those spans cost nothing and go nowhere. This
-installs a tracer provider that exports them: over OTLP/HTTP (configured by the standard
-``OTEL_EXPORTER_OTLP_*`` variables) or as JSON lines to a file. The exporter packages are the
-optional ``longtools[otel]`` extra.
+``_meta``; with no tracer provider installed those spans would go nowhere, and the API does not
+open them (``_WhenTraced`` in ``server/_handlers.py``). This installs a tracer provider that
+exports them: over OTLP/HTTP (configured by the standard ``OTEL_EXPORTER_OTLP_*`` variables) or as
+JSON lines to a file. The exporter packages are the optional ``longtools[otel]`` extra.
 """
 
 from __future__ import annotations

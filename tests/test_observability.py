@@ -15,8 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.server.lowlevel import Server
 from prometheus_client.parser import text_string_to_metric_families
 
+from longtools.server._handlers import _opens_spans
 from tests.conftest import Served, start_server
 from tests.wire import TASKS_EXTENSION, meta, post, result, wait_for_task
 
@@ -174,3 +176,10 @@ def test_each_flow_moves_its_metrics_and_its_requests_share_one_trace_attribute(
     rounds_logged = [event for event in events if event.get("tool") == "close_ticket" and "round" in event]
     assert {event["round"] for event in rounds_logged} >= {1, 2}
     assert all(len(event["principal"]) == 16 for event in events if "principal" in event)
+
+
+def test_the_sdks_span_per_request_is_the_one_opened_only_while_traced() -> None:
+    """Ours (issue 35): the SDK's default middleware is its span per request, which the API opens
+    only while a tracer provider is installed; found by its class name, which an SDK upgrade
+    could change without a word (the flow above shows the spans when traced)."""
+    assert [_opens_spans(middleware) for middleware in Server("probe").middleware] == [True]

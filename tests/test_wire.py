@@ -85,6 +85,15 @@ def test_routing_headers_that_disagree_with_the_body_are_refused(
     assert err["code"] == HEADER_MISMATCH
 
 
+def _raw_post(url: httpx.URL, head: str, body: bytes) -> bytes:
+    with socket.create_connection((url.host, url.port), timeout=10) as conn:
+        conn.sendall(head.encode() + body)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
 def test_a_header_value_is_compared_without_its_surrounding_whitespace(mcp_url: str) -> None:
     """RFC 9110 section 5.5 (the suite's http-header-validation): whichever HTTP parser uvicorn uses."""
     params = {"name": "echo", "arguments": {"text": "x"}, "_meta": meta()}
@@ -97,14 +106,29 @@ def test_a_header_value_is_compared_without_its_surrounding_whitespace(mcp_url: 
         "Connection: close\r\n\r\n"
     )
     # httpx refuses to send such a header, so the request is written by hand.
-    with socket.create_connection((url.host, url.port), timeout=10) as conn:
-        conn.sendall(head.encode() + body)
-        answer = b""
-        while chunk := conn.recv(65536):
-            answer += chunk
+    answer = _raw_post(url, head, body)
     status, _, payload = answer.partition(b"\r\n\r\n")
     assert status.startswith(b"HTTP/1.1 200"), answer
     assert json.loads(payload)["result"]["structuredContent"] == {"text": "x"}
+
+
+def test_a_refused_host_is_refused_next_to_an_allowed_one_after_allowed_requests(mcp_url: str) -> None:
+    """DNS-rebinding guard (the SDK's transport security, which reads a request's first Host): the
+    gate remembers the Host, Origin and Content-Type sets that passed, and two Host headers are
+    another set than either alone. Ours (issue 35)."""
+    assert post(mcp_url, "server/discover").status_code == 200
+    params = {"_meta": meta()}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": params}).encode()
+    url = httpx.URL(mcp_url)
+    head = (
+        f"POST {url.path} HTTP/1.1\r\nHost: evil.example.net\r\nHost: {url.host}:{url.port}\r\n"
+        f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        f"MCP-Protocol-Version: {VERSION}\r\nMcp-Method: server/discover\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    answer = _raw_post(url, head, body)
+    assert answer.startswith(b"HTTP/1.1 421"), answer
+    assert post(mcp_url, "server/discover", headers={"host": "evil.example.net"}).status_code == 421
 
 
 def test_an_unknown_method_is_method_not_found_with_404(mcp_url: str) -> None:
@@ -244,6 +268,21 @@ def test_progress_streams_as_sse_and_ends_with_the_result(mcp_url: str) -> None:
     progress = [m for m in messages if m.get("method") == "notifications/progress"]
     assert len(progress) >= 2
     assert all(m["params"]["progressToken"] == "p-1" for m in progress)
+    assert messages[-1]["result"]["resultType"] == "complete"
+
+
+def test_a_progress_token_spelled_with_an_escape_still_streams(mcp_url: str) -> None:
+    """Ours (issue 35): the gate does not parse a body that spells no key asking for a stream; one
+    that spells it with a JSON escape is parsed, and streams as the SDK reads it."""
+    params = {"name": "test_tool_with_progress", "arguments": {}, "_meta": meta(progressToken="p-2")}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    escaped = body.replace('"progressToken"', '"progress\\u0054oken"')
+    assert escaped != body
+    response = httpx.post(mcp_url, content=escaped, headers=headers_for("tools/call", params), timeout=30)
+    assert is_sse(response)
+    messages = sse_messages(response)
+    progress = [m for m in messages if m.get("method") == "notifications/progress"]
+    assert progress and all(m["params"]["progressToken"] == "p-2" for m in progress)
     assert messages[-1]["result"]["resultType"] == "complete"
 
 

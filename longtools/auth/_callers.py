@@ -92,10 +92,13 @@ def principal_of_scope(scope: Mapping[str, Any]) -> str:
     return _caller(scope).principal
 
 
+_ANONYMOUS_CALLER = Caller(principal=ANONYMOUS)  # frozen: one for every unauthenticated request
+
+
 def _caller(scope: Mapping[str, Any]) -> Caller:
     user = scope.get("user")
     if not isinstance(user, AuthenticatedUser):
-        return Caller(principal=ANONYMOUS)
+        return _ANONYMOUS_CALLER
     return caller_of_token(user.access_token)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import socket
 from collections.abc import Callable, Iterator
@@ -206,6 +207,7 @@ async def serve_until_stopped(
             return exc.code if isinstance(exc.code, int) else 1
         return 0 if server.started else 1
 
+    _settle_heap()  # before serving: a collection of the whole heap takes about 60 ms
     task = asyncio.create_task(run())
     ready = asyncio.create_task(server.ready.wait())
     await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
@@ -215,6 +217,19 @@ async def serve_until_stopped(
         shown = f"[{host}]" if ":" in host else host
         print(f"longtools {what} at http://{shown}:{port}{path}", flush=True)  # noqa: T201
     return await task
+
+
+def _settle_heap() -> None:
+    """Keep what the process made to start (modules, the app, the tools: almost all its objects)
+    out of every later garbage collection.
+
+    Each request leaves a few objects that only the collector frees (the SDK's per-request
+    connection and runner refer to each other), so full collections keep coming, and each one
+    walked the 200,000-odd objects of the start again. Frozen, they are not walked: the API's CPU
+    per plain ``tools/call`` fell by about 10 µs (B1), per MRTR exchange by about 35 µs (B2).
+    """
+    gc.collect()
+    gc.freeze()
 
 
 class Server(uvicorn.Server):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from functools import partial
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
-from typing import Any
+from typing import Any, Final
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -45,15 +46,41 @@ orchestrator's own timeout, whatever Temporal does."""
 _LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
 
-def _may_stream(registry: Registry, method: str | None, params: Mapping[str, Any]) -> bool:
+_ASKS_TO_STREAM: Final = (b"progressToken", LOG_LEVEL_META_KEY.encode())
+"""The ``_meta`` keys that ask for a stream; a JSON key is in the body as it is unless escaped."""
+_ESCAPED: Final = (b"\\", b"\x00")
+"""A backslash (an escape could spell any key) or a NUL (a UTF-16 or -32 body): the body is read."""
+
+
+def _may_stream(registry: Registry, method: str | None, name: str | None, body: bytes) -> bool:
     """Whether a request may need SSE: it asks for progress or for log messages, it is a stream of
     notifications (``subscriptions/listen``), it is a round of
     a long tool (held open while the work runs, with keep-alive pings), or a claimed round that
-    may wait for a duplicate's outcome. Everything else is answered as plain JSON."""
+    may wait for a duplicate's outcome. Everything else is answered as plain JSON.
+
+    ``method`` and ``name`` are the ``Mcp-Method`` and ``Mcp-Name`` headers: the SDK refuses a
+    request whose body names another method or tool, whichever handler it goes to. So a body that
+    spells none of the keys that matter literally is not parsed here (the SDK parses it anyway):
+    the method and the tool decide.
+    """
+    if method == "subscriptions/listen":
+        return True
+    if not any(key in body for key in _ASKS_TO_STREAM) and not any(mark in body for mark in _ESCAPED):
+        if method != "tools/call":
+            return False
+        # An encoded (=?base64?...?=) or unknown name: the body says which tool.
+        tool = registry.tools.get(name) if name is not None and not name.startswith("=?") else None
+        if tool is not None:
+            if tool.handler is None:
+                return True
+            if tool.replay_safe or b'"requestState"' not in body:
+                return False
+    return _params_may_stream(registry, method, _params(body))
+
+
+def _params_may_stream(registry: Registry, method: str | None, params: Mapping[str, Any]) -> bool:
     meta = params.get("_meta")
     if isinstance(meta, dict) and (meta.get("progressToken") is not None or LOG_LEVEL_META_KEY in meta):
-        return True
-    if method == "subscriptions/listen":
         return True
     if method != "tools/call":
         return False
@@ -61,6 +88,16 @@ def _may_stream(registry: Registry, method: str | None, params: Mapping[str, Any
     if tool is None:
         return False
     return tool.handler is None or (params.get("requestState") is not None and not tool.replay_safe)
+
+
+def _params(body: bytes) -> Mapping[str, Any]:
+    """The request's params, or nothing for a body the SDK will refuse anyway."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return {}
+    params = decoded.get("params") if isinstance(decoded, dict) else None
+    return params if isinstance(params, dict) else {}
 
 
 def longtools_version() -> str:

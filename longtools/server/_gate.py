@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final, Protocol
 
-import structlog
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types import INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -29,9 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from longtools._logging import bind_request_info, request_info
-
-log = structlog.get_logger("longtools.http")
+from longtools._logging import bind_request_info, log_request, request_info
 
 _VERSION_HEADER: Final = b"mcp-protocol-version"
 _SESSION_HEADER: Final = b"mcp-session-id"
@@ -41,12 +38,16 @@ _OPENINGS: Final = 16
 the SDK's request (about 45 KiB) only until its stream is handed off; a burst of streams opened at
 once would otherwise hold all of theirs together, and the process keeps the pages of that peak
 (bench/README.md, B8). Enough to keep the API's core busy while Temporal answers the reads."""
+_SCREENED: Final = frozenset({b"host", b"origin", b"content-type"})
+"""The headers the SDK's transport security reads (``TransportSecurityMiddleware.validate_request``)."""
+_SCREENS_KEPT: Final = 64
 HANDOFF: Final = "longtools.handoff"
 """The ASGI scope key of a 2026-era ``subscriptions/listen`` request's ``Handoff``."""
 
 
-Streams = Callable[[str | None, Mapping[str, Any]], bool]
-"""Whether a request (its ``Mcp-Method`` and params) may need a streamed (SSE) response."""
+Streams = Callable[[str | None, str | None, bytes], bool]
+"""Whether a request (its ``Mcp-Method`` and ``Mcp-Name`` headers, and its body) may need a
+streamed (SSE) response."""
 
 
 _OWS = (b" ", b"\t")
@@ -108,6 +109,7 @@ class McpGate:
         self._app = app
         self._legacy = legacy
         self._security = TransportSecurityMiddleware(security)
+        self._passed: set[tuple[object, ...]] = set()
         self._max_body = max_body_bytes
         self._plain = plain
         self._streams = streams
@@ -145,7 +147,7 @@ class McpGate:
             await send(message)
 
         try:
-            await self._dispatch(scope, receive, send_and_watch, headers, handoff)
+            await self._dispatch(scope, receive, send_and_watch, headers, handoff, info)
             if handoff is not None and handoff.rest is not None:
                 # Nothing of the request is needed any more while the stream lasts: its headers go
                 # too (the connection keeps their list until its next request).
@@ -153,13 +155,15 @@ class McpGate:
                 del raw, headers
                 await _carry_on(handoff, receive, send)
         finally:
-            log.info(
-                "mcp_request",
-                http_method=scope["method"],
-                status=status[0],
-                duration_ms=round((time.perf_counter() - started) * 1000, 2),
-                **{key: value for key, value in info.items() if value is not None},
-            )
+            line = {
+                "http_method": scope["method"],
+                "status": status[0],
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            }
+            for key, value in info.items():
+                if value is not None:
+                    line[key] = value
+            log_request(line)
 
     async def _dispatch(
         self,
@@ -168,10 +172,10 @@ class McpGate:
         send: Send,
         headers: dict[bytes, bytes],
         handoff: Handoff | None,
+        info: dict[str, Any],
     ) -> None:
-        request = Request(scope, receive)
         is_post = scope["method"] == "POST"
-        rejection = await self._security.validate_request(request, is_post=is_post)
+        rejection = await self._screen(scope, receive, is_post)
         if rejection is not None:
             await rejection(scope, receive, send)
             return
@@ -200,7 +204,7 @@ class McpGate:
             scope = {**scope, "headers": [*scope["headers"], (_VERSION_HEADER, b"")]}
             await self._app(scope, receive, send)
             return
-        request_info()["era"] = _latin1(version)
+        info["era"] = _latin1(version)
         if handoff is not None:
             scope[HANDOFF] = handoff
         if self._plain is None or self._streams is None:
@@ -211,7 +215,7 @@ class McpGate:
         if body is None:
             await _too_large((scope, receive, send), self._max_body)
             return
-        if self._streams(_latin1(headers.get(b"mcp-method")), _params(body)):
+        if self._streams(_header(headers, b"mcp-method"), _header(headers, b"mcp-name"), body):
             if handoff is None:
                 await self._app(scope, receive, send)
             else:
@@ -222,6 +226,25 @@ class McpGate:
                     await asyncio.ensure_future(self._app(scope, receive, send))
         else:
             await _while_connected(self._plain, (scope, receive, send), client_receive)
+
+    async def _screen(self, scope: Scope, receive: Receive, is_post: bool) -> Response | None:
+        """The SDK's check of a request's Host, Origin and Content-Type (DNS rebinding protection),
+        or its refusal.
+
+        The verdict depends on those headers alone (the first of each, as Starlette reads them), so
+        a set of them that passed once passes again without being checked again; a refusal is
+        never remembered (it is logged each time). Clients send a handful of such sets; a table
+        filled with made-up ones is emptied.
+        """
+        key = (is_post, *[(name, value) for name, value in scope["headers"] if name in _SCREENED])
+        if key in self._passed:
+            return None
+        rejection = await self._security.validate_request(Request(scope, receive), is_post=is_post)
+        if rejection is None:
+            if len(self._passed) >= _SCREENS_KEPT:
+                self._passed.clear()
+            self._passed.add(key)
+        return rejection
 
 
 async def _while_connected(app: ASGIApp, asgi: tuple[Scope, Receive, Send], client_receive: Receive) -> None:
@@ -295,14 +318,9 @@ async def _disconnect(receive: Receive) -> None:
         pass
 
 
-def _params(body: bytes) -> Mapping[str, Any]:
-    """The request's params, or nothing for a body the SDK will refuse anyway."""
-    try:
-        decoded = json.loads(body)
-    except (ValueError, RecursionError):
-        return {}
-    params = decoded.get("params") if isinstance(decoded, dict) else None
-    return params if isinstance(params, dict) else {}
+def _header(headers: Mapping[bytes, bytes], name: bytes) -> str | None:
+    value = headers.get(name)
+    return value.decode("latin-1") if value is not None else None
 
 
 def _latin1(value: bytes | None) -> str | None:

@@ -21,6 +21,7 @@ from longtools.tools._registry import (
     as_wire,
     to_call_result,
     tool_error_result,
+    wire_call_result,
 )
 from longtools.tools._round import Round, kind_supported, missing_capability, rounds_exceeded
 
@@ -42,4 +43,5 @@ __all__ = [
     "rounds_exceeded",
     "to_call_result",
     "tool_error_result",
+    "wire_call_result",
 ]

@@ -41,7 +41,16 @@ from longtools.workflows._ending import EndTask
 from longtools.workflows._errors import ToolError
 from longtools.workflows._once import OnceRecord
 
-__all__ = ["Registry", "Tool", "ToolError", "ToolReturn", "as_wire", "to_call_result", "tool_error_result"]
+__all__ = [
+    "Registry",
+    "Tool",
+    "ToolError",
+    "ToolReturn",
+    "as_wire",
+    "to_call_result",
+    "tool_error_result",
+    "wire_call_result",
+]
 
 log = structlog.get_logger("longtools.tools")
 
@@ -351,17 +360,43 @@ def tool_error_result(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` without a new encoder per call."""
+
+
 def to_call_result(tool: Tool, result: Any) -> CallToolResult | InputRequiredResult:
     """A tool's return value on the wire; a long tool's arrives as JSON from its workflow's history."""
     if isinstance(result, CallToolResult | InputRequiredResult):
         return result
-    if isinstance(result, Mapping) and tool.output_model is not None:
-        result = tool.output_model.model_validate(result)
-    if isinstance(result, BaseModel):
+    text, structured = _text_and_structure(tool, result)
+    if structured is None:
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def wire_call_result(tool: Tool, result: Any) -> dict[str, Any]:
+    """``as_wire(to_call_result(tool, result))``, without the models: a quick tool's answer goes to
+    the SDK as the JSON it would dump them to (and validates it there, as it does the models)."""
+    if isinstance(result, CallToolResult | InputRequiredResult):
+        return as_wire(result)
+    text, structured = _text_and_structure(tool, result)
+    wire: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+    if structured is not None:
+        wire["structuredContent"] = structured
+    wire["isError"] = False
+    wire["resultType"] = "complete"
+    return wire
+
+
+def _text_and_structure(tool: Tool, result: Any) -> tuple[str, dict[str, Any] | None]:
+    """A tool's value as its text block, and its ``structuredContent`` when the tool declares an output."""
+    if isinstance(result, BaseModel):  # what a tool returns most often: never a Mapping
         result = result.model_dump(mode="json", by_alias=True)
+    elif tool.output_model is not None and isinstance(result, Mapping):
+        result = tool.output_model.model_validate(result).model_dump(mode="json", by_alias=True)
     if isinstance(result, Mapping | list):
-        text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
+        text = _COMPACT_JSON(result)
         if tool.output_model is None or not isinstance(result, Mapping):
-            return CallToolResult(content=[TextContent(type="text", text=text)])
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(result))
-    return CallToolResult(content=[TextContent(type="text", text="" if result is None else str(result))])
+            return text, None
+        return text, dict(result)
+    return "" if result is None else str(result), None
