@@ -32,7 +32,6 @@ Markdown section.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -47,7 +46,14 @@ from typing import Any, Final
 
 from bench import _waiting
 from bench._parked import rss_mib
-from bench._procs import ROOT, Generator, StartFailed, generate_main, longtools_python, wait_idle
+from bench._procs import (
+    ROOT,
+    Generator,
+    StartFailed,
+    row_arguments,
+    row_main,
+    wait_idle,
+)
 from bench.load import (
     VERSION,
     Connection,
@@ -491,41 +497,26 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench._listening", description=__doc__.split("\n\n")[0])
+    parser = row_arguments("bench._listening", __doc__, code=True)
     parser.add_argument("--streams", type=int, help=f"listen streams (default {STREAMS}; --quick 50)")
     parser.add_argument(
         "--quiet", type=float, help=f"seconds of each quiet window (default {QUIET_S:g}; --quick 8)"
     )
     parser.add_argument("--quick", action="store_true", help="50 streams, 8 s windows")
-    parser.add_argument(
-        "--python-longtools", type=Path, default=longtools_python(), help="interpreter with longtools"
-    )
-    parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")
-    parser.add_argument(
-        "--code",
-        type=Path,
-        default=ROOT,
-        help="the longtools tree to measure (default: this one), for an A/B",
-    )
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.generate:
-        generate_main(_OPERATIONS)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="longtools-b8-") as tmp:
-        result = run(
+    return row_main(
+        args,
+        _OPERATIONS,
+        lambda tmp: run(
             args.python_longtools,
-            Path(tmp),
+            tmp,
             streams=args.streams or (50 if args.quick else STREAMS),
             quiet_s=args.quiet or (8.0 if args.quick else QUIET_S),
             pin=not args.no_pin,
             code=args.code,
-        )
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(render(result))  # noqa: T201
-    return 0 if result["ok"] else 1
+        ),
+        render,
+    )
 
 
 if __name__ == "__main__":

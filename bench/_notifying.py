@@ -32,11 +32,9 @@ floor of ``send``'s phase.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import email
 import email.policy
-import json
 import os
 import re
 import shutil
@@ -51,7 +49,15 @@ from typing import Any, Final
 
 from bench import _people
 from bench._people import ROLES, PeopleStack, Requester, between, first, summary
-from bench._procs import ROOT, Generator, StartFailed, free_port, generate_main, longtools_python, wait_idle
+from bench._procs import (
+    ROOT,
+    Generator,
+    StartFailed,
+    free_port,
+    row_arguments,
+    row_main,
+    wait_idle,
+)
 from bench.load import CpuWindow, Failed
 
 SCENARIO: Final = "B10"
@@ -410,43 +416,28 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench._notifying", description=__doc__.split("\n\n")[0])
+    parser = row_arguments("bench._notifying", __doc__, code=True)
     parser.add_argument("--questions", type=int, help=f"measured questions (default {QUESTIONS}; --quick 10)")
     parser.add_argument("--warmup", type=int, help=f"questions of warm-up (default {WARMUP}; --quick 2)")
     parser.add_argument(
         "--probes", type=int, help=f"mails of each floor sent straight to the server (default {PROBES})"
     )
     parser.add_argument("--quick", action="store_true", help="10 questions after 2 of warm-up, 5 probes")
-    parser.add_argument(
-        "--python-longtools", type=Path, default=longtools_python(), help="interpreter with longtools"
-    )
-    parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")
-    parser.add_argument(
-        "--code", type=Path, default=ROOT, help="the tree whose longtools/ is measured (default: this one)"
-    )
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.generate:
-        generate_main(_OPERATIONS)
-        # The outcome is written. The Temporal client's runtime threads may still call into Python
-        # while the interpreter finalizes (once a fatal "PyGILState_Release" at exit): leave at once.
-        sys.stdout.flush()
-        os._exit(0)
-    with tempfile.TemporaryDirectory(prefix="longtools-b10-") as tmp:
-        result = run(
+    return row_main(
+        args,
+        _OPERATIONS,
+        lambda tmp: run(
             args.python_longtools,
-            Path(tmp),
+            tmp,
             questions=args.questions or (10 if args.quick else QUESTIONS),
             warmup=args.warmup if args.warmup is not None else (2 if args.quick else WARMUP),
             probes=args.probes if args.probes is not None else (5 if args.quick else PROBES),
             pin=not args.no_pin,
             code=args.code,
-        )
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(render(result))  # noqa: T201
-    return 0 if result["ok"] else 1
+        ),
+        render,
+    )
 
 
 if __name__ == "__main__":

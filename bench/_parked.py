@@ -24,7 +24,6 @@ The API is pinned to CPU 0 and the generator (a subprocess: ``python -m bench._p
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -44,8 +43,8 @@ from bench._procs import (
     Generator,
     Stack,
     StartFailed,
-    generate_main,
-    longtools_python,
+    row_arguments,
+    row_main,
     spawn,
     start_temporal,
     start_worker,
@@ -567,39 +566,25 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench._parked", description=__doc__.split("\n\n")[0])
+    parser = row_arguments("bench._parked", __doc__)
     parser.add_argument("--tasks", type=int, help="tasks to park (default 10,000; --quick 300)")
     parser.add_argument("--rate", type=float, default=100.0, help="tasks/get per second (default 100)")
     parser.add_argument("--duration", type=float, help="seconds of tasks/get load (default 20; --quick 5)")
     parser.add_argument("--quick", action="store_true", help="300 tasks and 5 s of tasks/get")
-    parser.add_argument(
-        "--python-longtools",
-        type=Path,
-        default=longtools_python(),
-        help="interpreter with longtools",
-    )
-    parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.generate:
-        generate_main(_OPERATIONS)
-        return 0
-    tasks = args.tasks or (300 if args.quick else 10_000)
-    duration = args.duration if args.duration is not None else (5.0 if args.quick else 20.0)
-    with tempfile.TemporaryDirectory(prefix="longtools-b5-") as tmp:
-        result = run(
+    return row_main(
+        args,
+        _OPERATIONS,
+        lambda tmp: run(
             args.python_longtools,
-            Path(tmp),
-            tasks=tasks,
+            tmp,
+            tasks=args.tasks or (300 if args.quick else 10_000),
             rate=args.rate,
-            duration_s=duration,
+            duration_s=args.duration if args.duration is not None else (5.0 if args.quick else 20.0),
             pin=not args.no_pin,
-        )
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(render(result))  # noqa: T201
-    return 0 if result["ok"] else 1
+        ),
+        render,
+    )
 
 
 if __name__ == "__main__":

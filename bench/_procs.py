@@ -8,6 +8,7 @@ connections). A child may be pinned to a set of CPUs.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import contextlib
@@ -20,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
@@ -305,6 +307,47 @@ def generate_main(operations: Mapping[str, Operation]) -> None:
         outcome = {"ok": False, "problem": f"{type(exc).__name__}: {exc}"}
     json.dump(outcome, sys.stdout)
     sys.stdout.write("\n")
+
+
+def row_arguments(module: str, doc: str | None, *, code: bool = False) -> argparse.ArgumentParser:
+    """A row's command line, with the arguments every row takes: the interpreter with longtools,
+    ``--no-pin``, ``--json``, the hidden ``--generate`` (``row_main``), and with ``code`` the tree
+    whose ``longtools/`` is measured, for an A/B."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=(doc or "").split("\n\n")[0])
+    parser.add_argument(
+        "--python-longtools", type=Path, default=longtools_python(), help="interpreter with longtools"
+    )
+    parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")
+    if code:
+        parser.add_argument(
+            "--code", type=Path, default=ROOT, help="the tree whose longtools/ is measured (default: here)"
+        )
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def row_main(
+    args: argparse.Namespace,
+    operations: Mapping[str, Operation],
+    measure: Callable[[Path], dict[str, Any]],
+    render: Callable[[dict[str, Any]], str],
+) -> int:
+    """A row's ``main`` once its arguments are parsed (``row_arguments``): as a generator, one
+    operation (``generate_main``); else ``measure`` in a temporary directory, its figures printed
+    (and written to ``--json``); 0 when they are ``ok``."""
+    if args.generate:
+        generate_main(operations)
+        # The outcome is written. The Temporal client's runtime threads may still call into Python
+        # while the interpreter finalizes (once a fatal "PyGILState_Release" at exit): leave at once.
+        sys.stdout.flush()
+        os._exit(0)
+    with tempfile.TemporaryDirectory(prefix="longtools-bench-") as tmp:
+        result = measure(Path(tmp))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print(render(result))  # noqa: T201
+    return 0 if result["ok"] else 1
 
 
 class Generator:

@@ -28,7 +28,6 @@ the ratio of a ``tasks/get`` poll to an echo call.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import io
 import json
@@ -53,8 +52,8 @@ from bench._procs import (
     Generator,
     Stack,
     StartFailed,
-    generate_main,
-    longtools_python,
+    row_arguments,
+    row_main,
     spawn,
     start_ready,
     start_temporal,
@@ -466,36 +465,26 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench._waiting", description=__doc__.split("\n\n")[0])
+    parser = row_arguments("bench._waiting", __doc__)
     parser.add_argument("--clients", type=int, help="waiting clients (default 1,000; --quick 100)")
     parser.add_argument("--quick", action="store_true", help="100 clients, an 8 s quiet window")
-    parser.add_argument(
-        "--python-longtools", type=Path, default=longtools_python(), help="interpreter with longtools"
-    )
-    parser.add_argument("--no-pin", action="store_true", help="do not pin the API and the generator")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--tree", choices=("before", "after"), help="only this tree (default: both)")
     parser.add_argument("--mode", choices=MODES, help="only this way of waiting (default: each)")
-    parser.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.generate:
-        generate_main(_OPERATIONS)
-        return 0
-    clients = args.clients or (100 if args.quick else CLIENTS)
-    with tempfile.TemporaryDirectory(prefix="longtools-b7-") as tmp:
-        result = run(
+    return row_main(
+        args,
+        _OPERATIONS,
+        lambda tmp: run(
             args.python_longtools,
-            Path(tmp),
-            clients=clients,
+            tmp,
+            clients=args.clients or (100 if args.quick else CLIENTS),
             quiet_s=8.0 if args.quick else QUIET_S,
             pin=not args.no_pin,
             trees=(args.tree,) if args.tree else ("before", "after"),
             modes=(args.mode,) if args.mode else MODES,
-        )
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    print(render(result))  # noqa: T201
-    return 0 if result["ok"] else 1
+        ),
+        render,
+    )
 
 
 if __name__ == "__main__":

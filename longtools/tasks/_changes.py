@@ -177,22 +177,27 @@ class Changes:
         ``linger_s`` more (default: the process's) for the next reader."""
         watch = self._watch(workflow_id, seen.run_id)
         watch.waiters += 1
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within_s
         try:
-            while True:
-                notice = watch.generation  # before the check: a notice after it sets this one
-                if watch.changed_since(seen) or (watch.ended and not watch.closed):
-                    return True  # changed, or gone (past retention): the next read tells
-                left = deadline - loop.time()
-                if left <= 0 or self._stop.is_set():
-                    return False
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(left):
-                        await notice.wait()  # stop() notifies every watch too
+            # Changed, or gone (past retention): the next read tells.
+            return await self._until(watch, partial(self._due, watch, seen), within_s)
         finally:
             watch.waiters -= 1
             self._keep(watch, self._linger_s if linger_s is None else linger_s)
+
+    async def _until(self, watch: _Watch, ready: Callable[[], bool], within_s: float) -> bool:
+        """Wait until ``ready()``, ``within_s`` seconds pass or the process stops; whether ready."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        while True:
+            notice = watch.generation  # before the check: a notice after it sets this one
+            if ready():
+                return True
+            left = deadline - loop.time()
+            if left <= 0 or self._stop.is_set():
+                return False
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await notice.wait()  # stop() notifies every watch too
 
     def when_changed(self, workflow_id: str, seen: Mark, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` once, when ``after`` would have returned True (the workflow changed
@@ -244,18 +249,8 @@ class Changes:
         first read), ``within_s`` seconds pass or the process stops: a reader that would read the
         workflow itself meanwhile makes Temporal serve the same read twice."""
         watch = self._watches.get(workflow_id)
-        if watch is None:
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within_s
-        while not (watch.caught_up or watch.closed or watch.ended or self._stop.is_set()):
-            notice = watch.generation
-            left = deadline - loop.time()
-            if left <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(left):
-                    await notice.wait()
+        if watch is not None:
+            await self._until(watch, lambda: watch.caught_up or watch.closed or watch.ended, within_s)
 
     def upserted(self, workflow_id: str, seen: Mark, key: str) -> tuple[Mark, Payload] | None:
         """When the workflow's last change after ``seen`` upserted ``key`` into its memo: where that
