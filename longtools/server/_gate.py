@@ -297,8 +297,7 @@ async def _carry_on(handoff: Handoff, receive: Receive, send: Send) -> None:
         # end ends the wait for the client at once.
         async with asyncio.timeout(None) as held:
             rest.carry_on(write, partial(_expire, held))
-            while (await receive())["type"] != "http.disconnect":
-                pass
+            await _disconnect(receive)
         request_info()["outcome"] = "client left"
         return
     except TimeoutError:

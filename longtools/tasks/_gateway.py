@@ -1122,18 +1122,16 @@ class Tasks:
         if not view.live:
             return self._changes.when_changed(view.task_id, view.mark, callback)
 
-        def first() -> None:
-            cancel()
-            timer.cancel()
-            callback()
-
-        cancel = self._changes.when_changed(view.task_id, view.mark, first)
-        timer = asyncio.get_running_loop().call_later(_LIVE_READ_S, first)
-
         def stop() -> None:
             cancel()
             timer.cancel()
 
+        def first() -> None:
+            stop()
+            callback()
+
+        cancel = self._changes.when_changed(view.task_id, view.mark, first)
+        timer = asyncio.get_running_loop().call_later(_LIVE_READ_S, first)
         return stop
 
     async def changed(self, view: TaskView, principal: str) -> TaskView:
