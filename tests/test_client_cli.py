@@ -313,6 +313,7 @@ class _ForwardProxy:
     def __init__(self, upstream: int) -> None:
         self.lines: list[bytes] = []
         self._upstream = upstream
+        self._connections: list[socket.socket] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -324,6 +325,7 @@ class _ForwardProxy:
             except OSError:
                 return  # closed
             server = socket.create_connection(("127.0.0.1", self._upstream))
+            self._connections += [client, server]
             threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
             threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
 
@@ -337,7 +339,12 @@ class _ForwardProxy:
             target.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
+        # On Linux a close alone leaves the accepting thread blocked; a shutdown wakes it.
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
+        for connection in self._connections:
+            connection.close()
 
 
 def test_a_call_to_a_remote_server_goes_through_the_proxy_the_environment_names(tmp_path: Path) -> None:

@@ -480,6 +480,11 @@ async def _telling(
 
 
 _TOLD: list[type] = [DeleteCustomer, NotifyWorkflow]
+_WORKFLOW_TASK_EVENTS = {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+}
 
 
 async def test_a_task_that_tells_its_people_and_its_notify_workflow_replay_their_histories(
@@ -515,7 +520,17 @@ async def test_a_task_reset_to_before_its_announcement_goes_on_and_does_not_tell
     async with _telling(client, store, remind=[]) as (handle, receiver):
 
         async def told() -> bool:
-            return len(receiver.received()) == 1
+            # Told, and the waiting notice's outcome taken in (the run at rest), so that the reset
+            # does not race the run's own workflow task and its ledger's local activity.
+            events = [event.event_type for event in (await handle.fetch_history()).events]
+            child_done = EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED
+            tasks = [i for i, kind in enumerate(events) if kind in _WORKFLOW_TASK_EVENTS]
+            return (
+                len(receiver.received()) == 1
+                and child_done in events
+                and events[tasks[-1]] == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+                and tasks[-1] > events.index(child_done)
+            )
 
         await _eventually(told)
         history = await handle.fetch_history()
@@ -534,6 +549,8 @@ async def test_a_task_reset_to_before_its_announcement_goes_on_and_does_not_tell
         await _two_leads_approve(handle)
         async with asyncio.timeout(30):
             await handle.result()
+            # Its end told too (before the worker stops: none of its work is cut off by the test).
+            await client.get_workflow_handle(f"{handle.id}.ended..0").result()
         assert [hook.json()["type"] for hook in receiver.received()].count("task.waiting") == 1
 
 
