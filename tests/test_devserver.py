@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
 from longtools.temporal import DevServer, DevServerError, start_dev_server, temporal_executable
+from longtools.temporal._devserver import _transient
 
 StartServer = Callable[..., Awaitable[DevServer]]
 REPO = Path(__file__).resolve().parents[1]
@@ -160,6 +161,42 @@ async def test_an_unusable_db_path_is_one_clear_line(tmp_path: Path) -> None:
         f"cannot use {tmp_path / 'a-file' / 'temporal.db'} for the Temporal database:"
         f" {tmp_path / 'a-file'} is not a directory"
     )
+
+
+async def test_a_server_that_cannot_start_for_a_lasting_reason_is_launched_once(tmp_path: Path) -> None:
+    """Only a start that may go otherwise next time is tried again (``_transient``): a database that
+    is not one fails at once, with the server's own words."""
+    db = tmp_path / "temporal.db"
+    db.write_bytes(b"not a database" * 100)
+
+    with pytest.raises(DevServerError, match="file is not a database"):
+        await start_dev_server(db)
+
+    assert (tmp_path / "temporal.db.log").read_text().count("longtools runs:") == 1
+
+
+def test_a_panic_while_starting_is_tried_again_and_a_lasting_error_is_not() -> None:
+    """The tail a CI run saw (the 1.32 server's worker service serving a nil listener), as
+    ``_log_tail`` indents it; and the lasting failure above."""
+    panicked = textwrap.indent(
+        textwrap.dedent(
+            """\
+            Temporal CLI 1.9.1 (Server 1.32.0, UI 2.54.1)
+            Temporal Server:      localhost:45051
+            panic: runtime error: invalid memory address or nil pointer dereference
+            [signal SIGSEGV: segmentation violation code=0x1 addr=0x20 pc=0xa69a6c]
+            goroutine 2826 [running]:
+            google.golang.org/grpc.(*Server).Serve(0x2ce4ece03208, {0x0, 0x0})"""
+        ),
+        "    ",
+    )
+    assert _transient(panicked)
+    assert _transient("    Error: listen tcp 127.0.0.1:7233: bind: address already in use")
+    assert not _transient(
+        "    Error: failed starting server: failed creating namespaces: unable to create SQLite admin DB:"
+        " file is not a database (26)"
+    )
+    assert not _transient("    the word panic: inside a line that is not Go's")
 
 
 async def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:

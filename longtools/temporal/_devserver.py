@@ -254,9 +254,7 @@ class DevServerStart:
             # Read first: what it said while starting, not the noise of the shutdown we cause.
             tail = _log_tail(log_path, self._log_offset)
             self.discard()
-            if outcome == "exited" and "address already in use" in tail and self._attempt < _START_ATTEMPTS:
-                # Another process took a port between _pick_ports closing it and the server binding
-                # it. A port the caller chose that is now taken is refused clearly by _pick_ports.
+            if outcome == "exited" and _transient(tail) and self._attempt < _START_ATTEMPTS:
                 self._pick()
                 self._spawn()
                 continue
@@ -266,6 +264,19 @@ class DevServerStart:
                 else f"did not answer on {address} within {startup_timeout:g} s"
             )
             raise DevServerError(f"the Temporal dev server {what}; the end of {log_path}:\n{tail}")
+
+
+def _transient(tail: str) -> bool:
+    """Whether a server that exited while starting may well start if launched again, on new ports.
+
+    Another process took a port between _pick_ports closing it and the server binding it (a port
+    the caller chose that is now taken is refused clearly by _pick_ports); or the server panicked:
+    the 1.32 server's own internal ports are picked the same way, and a CI run once saw its worker
+    service serve a nil listener right after the start banner (a panic, nothing logged before it).
+    """
+    if "address already in use" in tail:
+        return True
+    return any(line.lstrip().startswith("panic: ") for line in tail.splitlines())
 
 
 def _stop(process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
