@@ -318,6 +318,7 @@ async def _disconnect(receive: Receive) -> None:
 
 
 def _header(headers: Mapping[bytes, bytes], name: bytes) -> str | None:
+    # Whole, unlike _latin1's copy for the log: a tool's name decides whether its call streams.
     value = headers.get(name)
     return value.decode("latin-1") if value is not None else None
 
